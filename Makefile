@@ -1,0 +1,40 @@
+# Everything runs from a project-local virtual environment in .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
+
+.PHONY: lab test notebooks bench clean
+
+## lab: set up and open the lessons in JupyterLab
+lab: $(VENV)/.lessons
+	$(BIN)/jupyter lab notebooks/
+
+## test: set up and run every test (unit, property, CLI, notebooks)
+test: $(VENV)/.tests
+	$(BIN)/python -m pytest
+
+## notebooks: re-execute every lesson in place, deterministically
+notebooks: $(VENV)/.tests
+	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
+
+## bench: run the performance benchmarks
+bench: $(VENV)/.tests
+	$(BIN)/python benchmarks/cli_startup.py
+	$(BIN)/python benchmarks/notebook_times.py
+
+$(VENV)/.created:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	touch $@
+
+$(VENV)/.lessons: pyproject.toml $(VENV)/.created
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.tests: pyproject.toml $(VENV)/.created
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@ $(VENV)/.lessons
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

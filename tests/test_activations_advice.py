@@ -1,0 +1,60 @@
+"""Activation estimates against the papers, and the advisor against the article's rules."""
+
+import pytest
+
+from zero_lessons import GB
+from zero_lessons.activations import GPT2_XL, Transformer, activation_bytes, layer_bytes, zero_paper_estimate
+from zero_lessons.advice import advise
+from zero_lessons.stages import Stage
+
+
+def test_zero_paper_gpt2_example_is_about_60_gb():
+    assert GPT2_XL.params == pytest.approx(1.5e9, rel=0.05)
+    assert zero_paper_estimate(GPT2_XL) == pytest.approx(60 * GB, rel=0.01)
+
+
+def test_korthikanti_formula_by_hand():
+    m = Transformer(layers=2, hidden=64, heads=4, seq_len=16, micro_batch=3)
+    assert layer_bytes(m) == 16 * 3 * 64 * (34 + 5 * 4 * 16 // 64)
+    assert activation_bytes(m) == 2 * layer_bytes(m)
+    assert activation_bytes(m, "selective") == 2 * 34 * 16 * 3 * 64
+    assert activation_bytes(m, "full") == 2 * 2 * 16 * 3 * 64 + layer_bytes(m)
+
+
+def test_recomputation_only_shrinks_activations():
+    sizes = [activation_bytes(GPT2_XL, r) for r in ("none", "selective", "full")]
+    assert sizes == sorted(sizes, reverse=True)
+
+
+@pytest.mark.parametrize("kwargs, words", [({"heads": 7}, "divisible"), ({"layers": 0}, "layers"),
+                                           ({"seq_len": 2.0}, "seq_len")])
+def test_transformer_rejects_bad_shapes(kwargs, words):
+    with pytest.raises((ValueError, TypeError), match=words):
+        Transformer(**({"layers": 2, "hidden": 64, "heads": 4, "seq_len": 16, "micro_batch": 1} | kwargs))
+
+
+def test_unknown_recompute_mode():
+    with pytest.raises(ValueError, match="recompute must be one of"):
+        activation_bytes(GPT2_XL, "some")
+
+
+def test_article_rules():
+    # 7.5 B on 8 GPUs: 120 GB replicated, 41.25 under ZeRO-1.
+    assert advise(7_500_000_000, 8, "160GB").rule == "replicate"
+    pick = advise(7_500_000_000, 8, "80GB")
+    assert (pick.stage, pick.rule) == (Stage.ZERO1, "partition-optimizer")
+    assert advise(7_500_000_000, 8, "30GB").stage == Stage.ZERO2
+    pick = advise(7_500_000_000, 8, "20GB")
+    assert (pick.stage, pick.rule) == (Stage.ZERO3, "partition-parameters")
+    pick = advise(7_500_000_000, 8, "20GB", activations=10 * GB)
+    assert (pick.stage, pick.rule) == (None, "activations")
+    pick = advise(7_500_000_000, 8, "10GB")
+    assert (pick.stage, pick.rule) == (None, "offload")
+    assert "12 GPUs" in str(pick)  # 120 GB / 10 GB
+
+
+def test_activation_warning_when_they_dominate():
+    pick = advise(10**9, 8, "80GB", activations=70 * GB)
+    assert pick.stage == Stage.ZERO1
+    assert any("activations outweigh" in r for r in pick.reasons)
+    assert pick.needs[0] == 16 * GB + 70 * GB

@@ -1,0 +1,71 @@
+"""Activation memory of a transformer: the part of the footprint that no ZeRO stage touches.
+
+Two estimates, both in bytes with 16-bit activations and no tensor or sequence parallelism:
+- Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+  eq. (1): s·b·h·(34 + 5·a·s/h) per layer, and how recomputation shrinks it.
+- The ZeRO paper's rough rule (section 3.2): about 12·h·b·s·L values, 2 bytes each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import checks
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """The shape of a decoder-only transformer and the batch it trains on."""
+
+    layers: int  #: L, transformer blocks
+    hidden: int  #: h, hidden size
+    heads: int  #: a, attention heads
+    seq_len: int  #: s, tokens per sequence
+    micro_batch: int  #: b, sequences per GPU per step
+    vocab: int = 50_257  #: V, vocabulary size (GPT-2's by default)
+
+    def __post_init__(self):
+        for name in ("layers", "hidden", "heads", "seq_len", "micro_batch", "vocab"):
+            object.__setattr__(self, name, checks.whole(name, getattr(self, name), high=10**7))
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+
+    @property
+    def params(self) -> int:
+        """Approximate parameter count: 12·L·h² in the blocks plus V·h in the embedding."""
+        return 12 * self.layers * self.hidden**2 + self.vocab * self.hidden
+
+
+def layer_bytes(model: Transformer) -> int:
+    """Activation bytes one layer keeps for its backward pass, with no recomputation (Korthikanti eq. 1)."""
+    s, b, h, a = model.seq_len, model.micro_batch, model.hidden, model.heads
+    return 34 * s * b * h + 5 * a * s * s * b  # s·b·h·(34 + 5·a·s/h), kept in integers
+
+
+#: Recomputation choices: keep everything, recompute attention scores only, or recompute whole layers.
+RECOMPUTE = ("none", "selective", "full")
+
+
+def activation_bytes(model: Transformer, recompute: str = "none") -> int:
+    """Peak activation bytes per GPU under a recomputation choice (Korthikanti et al. sec. 4-5).
+
+    "selective" drops the 5·a·s²·b attention-score term, which FlashAttention also never stores;
+    "full" keeps each layer's 2·s·b·h input and rebuilds one layer at a time in the backward pass.
+    """
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    s, b, h = model.seq_len, model.micro_batch, model.hidden
+    if recompute == "selective":
+        return model.layers * 34 * s * b * h
+    if recompute == "full":
+        return model.layers * 2 * s * b * h + layer_bytes(model)
+    return model.layers * layer_bytes(model)
+
+
+def zero_paper_estimate(model: Transformer) -> int:
+    """The ZeRO paper's rule of thumb: 12·h·b·s·L activation values of 2 bytes each."""
+    return 2 * 12 * model.hidden * model.micro_batch * model.seq_len * model.layers
+
+
+#: GPT-2 XL (1.5 B), the ZeRO paper's activation example: sequence 1K, batch 32.
+GPT2_XL = Transformer(layers=48, hidden=1600, heads=25, seq_len=1024, micro_batch=32)

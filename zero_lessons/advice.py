@@ -1,0 +1,71 @@
+"""Choosing a stage from the memory profile, by the article's rules, with the numbers behind it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from . import checks, memory, units
+from .recipes import MIXED_ADAM, Recipe, get
+from .stages import Stage
+
+#: The article's rules, by the key `Advice.rule` uses.
+RULES = {
+    "replicate": "Everything fits on every GPU: plain data parallelism, no partitioning needed.",
+    "partition-optimizer": "The parameters fit but the optimizer state does not: try stage 1 or 2.",
+    "partition-parameters": "Fully replicated parameters do not fit: use stage 3.",
+    "activations": "Model state fits under stage 3 but activations do not: add activation checkpointing "
+                   "or use a smaller micro-batch.",
+    "offload": "Not even stage 3 fits: add GPUs, or offload state to CPU or NVMe at a throughput cost.",
+}
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The lowest stage that fits, the article rule that picked it, and the numbers behind it."""
+
+    stage: Stage | None  #: lowest stage whose model state plus activations fit, or None
+    rule: str  #: key into RULES
+    needs: tuple[Fraction, ...]  #: per-GPU bytes (model state + activations) for stages 0-3
+    budget: Fraction  #: per-GPU memory in bytes
+    activations: Fraction  #: activation bytes per GPU, the same under every stage
+    reasons: tuple[str, ...]  #: sentences with the numbers, for a reader
+
+    def __str__(self) -> str:
+        pick = "nothing fits" if self.stage is None else f"use {self.stage.label}"
+        return "\n".join([f"{pick}: {RULES[self.rule]}", *(f"  - {r}" for r in self.reasons)])
+
+    def _repr_markdown_(self) -> str:
+        pick = "nothing fits" if self.stage is None else f"use **{self.stage.label}**"
+        return "\n".join([f"{pick}. {RULES[self.rule]}", "", *(f"- {r}" for r in self.reasons)])
+
+
+def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe | str = MIXED_ADAM,
+           unit: str = "GB") -> Advice:
+    """Pick the lowest stage whose model state plus `activations` fits in `gpu_memory` per GPU."""
+    recipe, budget = get(recipe), units.as_bytes("gpu_memory", gpu_memory)
+    act = checks.amount("activations", activations)
+    states = [memory.per_gpu(params, gpus, s, recipe).total for s in Stage]
+    needs = tuple(state + act for state in states)
+    show = lambda b: units.format_bytes(b, unit)  # noqa: E731
+    reasons = [f"{s.label}: {show(states[s])} model state + {show(act)} activations = {show(needs[s])} "
+               f"of {show(budget)} per GPU" for s in Stage]
+    stage = next((s for s in Stage if needs[s] <= budget), None)
+    replicated_weights = recipe.weight_bytes * params + act
+    if stage is Stage.DP:
+        rule = "replicate"
+    elif stage in (Stage.ZERO1, Stage.ZERO2):
+        rule = "partition-optimizer"
+    elif stage is Stage.ZERO3:
+        rule = "partition-parameters"
+        reasons.append(f"replicated weights alone need {show(replicated_weights)}, and stages 1-2 keep them whole")
+    elif states[Stage.ZERO3] <= budget:
+        rule = "activations"
+    else:
+        rule = "offload"
+        fewest = memory.min_gpus(params, budget, Stage.ZERO3, recipe)
+        reasons.append(f"stage 3 model state alone would fit on {fewest:,} GPUs" if fewest else
+                       "no number of GPUs makes it fit")
+    if act and stage is not None and act > states[stage]:
+        reasons.append("activations outweigh the model state: checkpointing would save more than a higher stage")
+    return Advice(stage, rule, needs, budget, act, tuple(reasons))

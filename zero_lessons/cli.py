@@ -1,0 +1,183 @@
+"""Command line: `python -m zero_lessons table|fit|recipes` (the `zero-lessons` script).
+
+Only the standard library and the numeric modules load here, so the command starts
+about as fast as Python itself; sympy and matplotlib stay out of this path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from fractions import Fraction
+
+from . import checks, recipes, units
+from .memory import max_params
+from .stages import Stage
+from .table import _number, stage_table
+
+EXAMPLES = """examples:
+  zero-lessons table --params 7.5B --gpus 8            the article's table (120 / 41.25 / 28.125 / 15 GB)
+  zero-lessons table --params 70B --gpus 64 --unit GiB --recipe megatron-18
+  zero-lessons table --params 13B --gpus 8 --weight-bytes 2 --grad-bytes 4 --optimizer-bytes 12 --json
+  zero-lessons fit --memory 80GB --gpus 8              largest model per stage on 80 GB cards
+  zero-lessons recipes                                 the named bytes-per-parameter recipes
+
+Numbers: counts take "7.5B", "7.5e9", "175 billion", "70M", "1_000_000";
+sizes take "80GB" (10**9 bytes) or "80GiB" (2**30 bytes). Model state only:
+activations, gathered parameters and buffers are not counted."""
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help text laid out as written, sized without importing shutil (a measurable start-up cost)."""
+
+    def __init__(self, prog: str):
+        try:
+            width = os.get_terminal_size().columns - 2
+        except OSError:
+            width = 78
+        super().__init__(prog, width=max(width, 40))
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _typed(read):
+    """Wrap a reader so its ValueError/TypeError becomes an argparse message naming the flag."""
+    def convert(text: str):
+        try:
+            return read(text)
+        except (ValueError, TypeError) as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    convert.__name__ = read.__name__
+    return convert
+
+
+def _byte_count(text: str) -> Fraction:
+    """A bytes-per-parameter value such as "2" or "0.5": finite and ≥ 0."""
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"must be a number ≥ 0 such as 2 or 0.5, got {text!r}") from None
+    return checks.amount("bytes per parameter", value)
+
+
+def _recipe_flags(sub: argparse.ArgumentParser) -> None:
+    """Add --recipe and the three custom byte flags."""
+    sub.add_argument("--recipe", choices=list(recipes.PRESETS), help="named recipe (default mixed-adam, 2 + 2 + 12 B)")
+    for flag, what in (("--weight-bytes", "weights"), ("--grad-bytes", "gradients"), ("--optimizer-bytes", "optimizer state (K)")):
+        sub.add_argument(flag, type=_typed(_byte_count), metavar="B", help=f"custom bytes per parameter for {what}")
+    sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def build_parser() -> Parser:
+    """The full command-line grammar."""
+    top = Parser(prog="zero-lessons", description="Exact per-GPU model-state memory for DeepSpeed ZeRO stages 0-3.",
+                 epilog=EXAMPLES, formatter_class=Formatter)
+    subs = top.add_subparsers(dest="command", required=True, metavar="{table,fit,recipes}")
+    table = subs.add_parser("table", help="per-GPU memory of every stage for one model",
+                            epilog=EXAMPLES, formatter_class=Formatter)
+    table.add_argument("--params", required=True, type=_typed(_param_count), help='parameter count Ψ, e.g. "7.5B"')
+    table.add_argument("--gpus", required=True, type=_typed(_gpu_count), help="data-parallel GPUs N_d")
+    table.add_argument("--unit", default="GB", type=_typed(units.unit_name), help="GB (10**9, default) or GiB (2**30)")
+    table.add_argument("--padded", action="store_true", help="split ceil(Ψ/N) elements per rank, as real code does")
+    _recipe_flags(table)
+    table.set_defaults(sub=table)
+    fit = subs.add_parser("fit", help="largest model whose model state fits, per stage",
+                          epilog=EXAMPLES, formatter_class=Formatter)
+    fit.add_argument("--memory", required=True, type=_typed(_memory),
+                     help='memory per GPU, e.g. "80GB" or "80GiB"')
+    fit.add_argument("--gpus", required=True, type=_typed(_gpu_count), help="data-parallel GPUs N_d")
+    _recipe_flags(fit)
+    fit.set_defaults(sub=fit)
+    subs.add_parser("recipes", help="list the named recipes", formatter_class=Formatter)
+    return top
+
+
+def _param_count(text: str) -> int:
+    """A parameter count such as "7.5B", from 1 to 10**15."""
+    return checks.params(units.parse_count(text))
+
+
+def _memory(text: str) -> Fraction:
+    """A per-GPU memory size such as "80GB"."""
+    return units.as_bytes("memory", text)
+
+
+def _gpu_count(text: str) -> int:
+    """A GPU count: digits only, from 1 to a million."""
+    if not text.strip().isdigit():
+        raise ValueError(f"gpus must be a whole number from 1 to {checks.MAX_GPUS:,}, got {text!r}")
+    return checks.gpus(int(text))
+
+
+def _chosen_recipe(args, parser: Parser) -> recipes.Recipe:
+    """The preset named by --recipe, or a custom one from the three byte flags."""
+    custom = {"weight_bytes": args.weight_bytes, "grad_bytes": args.grad_bytes, "optimizer_bytes": args.optimizer_bytes}
+    given = {k: v for k, v in custom.items() if v is not None}
+    if given and args.recipe:
+        parser.error("--recipe cannot be combined with --weight-bytes/--grad-bytes/--optimizer-bytes")
+    if given and len(given) < 3:
+        missing = ", ".join("--" + k.replace("_", "-") for k in custom if k not in given)
+        parser.error(f"custom bytes need all three flags; missing {missing}")
+    return recipes.custom(**given) if given else recipes.get(args.recipe or "mixed-adam")
+
+
+def _fit(args, recipe: recipes.Recipe) -> dict:
+    """Largest parameter count per stage, as plain data."""
+    rows = [{"stage": int(s), "name": s.label, "max_params": max_params(args.memory, args.gpus, s, recipe)}
+            for s in Stage]
+    return {"memory_bytes": _number(args.memory), "gpus": args.gpus, "recipe": recipe.summary(), "stages": rows}
+
+
+def _fit_text(data: dict) -> str:
+    """The fit result as aligned lines."""
+    head = (f"Largest model whose model state fits in {units.format_bytes(data['memory_bytes'])} per GPU "
+            f"on {data['gpus']} GPUs ({data['recipe']})")
+    lines = [f"  {r['name']:<14} " + ("any size (recipe stores nothing)" if r["max_params"] is None else
+                                      f"{units.format_count(r['max_params']):>9}  ({r['max_params']:,} parameters)")
+             for r in data["stages"]]
+    return "\n".join([head, *lines])
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse `argv`, print the answer, and return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "recipes":
+        print("\n".join(f"{r.summary()}  [{r.source}]" for r in recipes.PRESETS.values()))
+        return 0
+    recipe = _chosen_recipe(args, args.sub)
+    if args.command == "table":
+        result = stage_table(args.params, args.gpus, recipe, args.unit, padded=args.padded)
+        return _emit(result.to_dict() if args.json else result.to_text())
+    data = _fit(args, recipe)
+    return _emit(data if args.json else _fit_text(data))
+
+
+def _emit(answer: dict | str) -> int:
+    """Print text as it is, or a dict as one JSON object; return exit status 0."""
+    if isinstance(answer, dict):
+        import json  # only --json needs it, and importing it costs start-up time
+
+        answer = json.dumps(answer, ensure_ascii=False)
+    print(answer)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run, and turn any failure into one line on stderr, never a traceback."""
+    try:
+        code = run(argv)
+    except (ValueError, TypeError) as err:
+        print(f"zero-lessons: error: {err}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    sys.exit(code)

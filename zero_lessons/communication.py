@@ -1,0 +1,90 @@
+"""Per-step communication volume of each stage, following the ZeRO paper's section 7 analysis.
+
+Every collective here is counted as the elements one GPU sends in a step. The paper's
+simplification counts a reduce-scatter or an all-gather of Ψ elements as Ψ per GPU; a ring
+really sends Ψ(N−1)/N, which `ring=True` applies. An all-reduce is a reduce-scatter followed
+by an all-gather, so it costs twice as much.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from . import checks, units
+from .stages import Stage, as_stage
+
+#: Bytes per communicated element, by dtype name.
+DTYPES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective a stage runs every step, over all Ψ elements of one state."""
+
+    op: str  #: "all-reduce", "reduce-scatter" or "all-gather"
+    state: str  #: what it moves: "gradients" or "weights"
+    when: str  #: where in the step it runs
+
+    @property
+    def multiple(self) -> int:
+        """Elements sent per GPU, in units of Ψ (before the ring factor)."""
+        return 2 if self.op == "all-reduce" else 1
+
+
+_PLANS: dict[Stage, tuple[Collective, ...]] = {
+    Stage.DP: (Collective("all-reduce", "gradients", "end of backward"),),
+    Stage.ZERO1: (Collective("reduce-scatter", "gradients", "end of backward"),
+                  Collective("all-gather", "weights", "after the optimizer step")),
+    Stage.ZERO2: (Collective("reduce-scatter", "gradients", "during backward, bucket by bucket"),
+                  Collective("all-gather", "weights", "after the optimizer step")),
+    Stage.ZERO3: (Collective("all-gather", "weights", "forward, layer by layer"),
+                  Collective("all-gather", "weights", "backward, layer by layer"),
+                  Collective("reduce-scatter", "gradients", "backward, layer by layer")),
+}
+
+
+def collectives(stage: Stage | int | str) -> tuple[Collective, ...]:
+    """The collectives `stage` runs in one training step, in order."""
+    return _PLANS[as_stage(stage)]
+
+
+def ring_factor(gpus: int) -> Fraction:
+    """Share of a tensor each GPU sends in a ring reduce-scatter or all-gather: (N−1)/N."""
+    gpus = checks.gpus(gpus)
+    return Fraction(gpus - 1, gpus)
+
+
+def volume_elements(params: int, gpus: int, stage: Stage | int | str, *, ring: bool = False) -> Fraction:
+    """Elements one GPU sends per step: 2Ψ for stages 0-2, 3Ψ for stage 3 (times (N−1)/N if `ring`)."""
+    params, factor = checks.params(params), ring_factor(gpus) if ring else Fraction(1)
+    return sum(c.multiple for c in collectives(stage)) * params * factor
+
+
+def dtype_bytes(dtype: str | int) -> int:
+    """Bytes per communicated element for a dtype name such as "bf16", or a byte count."""
+    if isinstance(dtype, str):
+        if dtype.lower() not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        return DTYPES[dtype.lower()]
+    return checks.whole("dtype bytes", dtype, low=1, high=8)
+
+
+def volume_bytes(params: int, gpus: int, stage: Stage | int | str, dtype: str | int = "fp16",
+                 *, ring: bool = False) -> Fraction:
+    """Bytes one GPU sends per step when each element travels as `dtype`."""
+    return volume_elements(params, gpus, stage, ring=ring) * dtype_bytes(dtype)
+
+
+def step_time(params: int, gpus: int, stage: Stage | int | str, bandwidth, dtype: str | int = "fp16",
+              *, ring: bool = False) -> Fraction:
+    """Seconds per step spent sending, at `bandwidth` bytes/s per GPU ("100 Gb/s" is read too), with no overlap."""
+    if isinstance(bandwidth, str):
+        bandwidth = units.parse_bandwidth(bandwidth)
+    rate = checks.amount("bandwidth", bandwidth, positive=True)
+    return volume_bytes(params, gpus, stage, dtype, ring=ring) / rate
+
+
+def relative_to_dp(stage: Stage | int | str) -> Fraction:
+    """Volume of `stage` over plain data parallel's: 1 for stages 1-2, 3/2 for stage 3."""
+    return Fraction(sum(c.multiple for c in collectives(stage)), sum(c.multiple for c in collectives(Stage.DP)))

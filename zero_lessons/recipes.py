@@ -1,0 +1,126 @@
+"""Recipes: how many bytes each parameter costs in weights, gradients and optimizer state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from . import checks
+
+#: The three kinds of training state, in the order the ZeRO stages partition them.
+STATES = ("optimizer", "gradients", "weights")
+
+Bytes = int | Fraction  # bytes per parameter; a Fraction for 4-bit or other odd widths
+
+
+@dataclass(frozen=True)
+class Part:
+    """One array kept per parameter, such as "fp32 momentum"."""
+
+    label: str  #: what the array is, e.g. "fp16 weights"
+    state: str  #: which state it belongs to: "weights", "gradients" or "optimizer"
+    nbytes: Bytes  #: bytes it stores per parameter
+
+    def __post_init__(self):
+        if self.state not in STATES:
+            raise ValueError(f"state must be one of {', '.join(STATES)}, got {self.state!r}")
+        object.__setattr__(self, "nbytes", checks.tidy(checks.amount(f"{self.label} bytes", self.nbytes)))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Bytes per parameter for each kind of training state, built from named parts."""
+
+    name: str  #: short key, e.g. "mixed-adam"
+    parts: tuple[Part, ...]  #: the arrays one parameter costs, each tagged with its state
+    source: str = ""  #: where this convention comes from
+
+    def __post_init__(self):
+        if not self.parts:
+            raise ValueError(f"recipe {self.name!r} needs at least one part")
+        object.__setattr__(self, "parts", tuple(self.parts))
+
+    def bytes_for(self, state: str) -> Bytes:
+        """Bytes per parameter that `state` costs."""
+        if state not in STATES:
+            raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+        return checks.tidy(sum((Fraction(p.nbytes) for p in self.parts if p.state == state), Fraction(0)))
+
+    @property
+    def weight_bytes(self) -> Bytes:
+        """Bytes per parameter of the weights the forward pass reads (2 for fp16)."""
+        return self.bytes_for("weights")
+
+    @property
+    def grad_bytes(self) -> Bytes:
+        """Bytes per parameter of the gradients the backward pass writes."""
+        return self.bytes_for("gradients")
+
+    @property
+    def optimizer_bytes(self) -> Bytes:
+        """Bytes per parameter of optimizer state: the paper's K."""
+        return self.bytes_for("optimizer")
+
+    @property
+    def total_bytes(self) -> Bytes:
+        """Bytes per parameter of all model state, the 16 in "16Ψ"."""
+        return checks.tidy(sum((Fraction(p.nbytes) for p in self.parts), Fraction(0)))
+
+    def summary(self) -> str:
+        """One line such as "mixed-adam: 2 + 2 + 12 = 16 B/param"."""
+        return f"{self.name}: {self.weight_bytes} + {self.grad_bytes} + {self.optimizer_bytes} = {self.total_bytes} B/param"
+
+
+def custom(weight_bytes, grad_bytes, optimizer_bytes, name: str = "custom") -> Recipe:
+    """A recipe from three byte counts; each must be a finite number ≥ 0."""
+    values = {"weight_bytes": weight_bytes, "grad_bytes": grad_bytes, "optimizer_bytes": optimizer_bytes}
+    exact = {key: checks.tidy(checks.amount(key, value)) for key, value in values.items()}
+    return Recipe(name, (Part("weights", "weights", exact["weight_bytes"]),
+                         Part("gradients", "gradients", exact["grad_bytes"]),
+                         Part("optimizer state", "optimizer", exact["optimizer_bytes"])),
+                  source="user supplied")
+
+
+_MASTER = Part("fp32 master weights", "optimizer", 4)
+_MOMENTUM = Part("fp32 momentum", "optimizer", 4)
+_VARIANCE = Part("fp32 variance", "optimizer", 4)
+_FP16_W = Part("fp16 weights", "weights", 2)
+_FP16_G = Part("fp16 gradients", "gradients", 2)
+
+#: The article's and the ZeRO paper's mixed-precision Adam: 2 + 2 + 12 = 16 B.
+MIXED_ADAM = Recipe("mixed-adam", (_FP16_W, _FP16_G, _MASTER, _MOMENTUM, _VARIANCE),
+                    "ZeRO paper (Rajbhandari et al. 2019, sec. 3.1), K = 12; the article's worked example")
+#: Megatron-LM's accounting: gradients accumulate in fp32, so 2 + 4 + 12 = 18 B.
+MEGATRON_18 = Recipe("megatron-18", (Part("bf16 weights", "weights", 2),
+                                     Part("fp32 main gradients", "gradients", 4),
+                                     _MASTER, _MOMENTUM, _VARIANCE),
+                     "Megatron-LM distributed optimizer and guides that follow it")
+#: ZeRO-Infinity's count: an fp32 gradient copy kept with the optimizer, 2 + 2 + 16 = 20 B.
+INFINITY_20 = Recipe("infinity-20", (_FP16_W, _FP16_G, _MASTER, _MOMENTUM, _VARIANCE,
+                                     Part("fp32 gradients", "optimizer", 4)),
+                     "ZeRO-Infinity paper (Rajbhandari et al. 2021, sec. 3)")
+#: Plain fp32 training with Adam: 4 + 4 + 8 = 16 B, no separate master copy.
+FP32_ADAM = Recipe("fp32-adam", (Part("fp32 weights", "weights", 4), Part("fp32 gradients", "gradients", 4),
+                                 _MOMENTUM, _VARIANCE),
+                   "torch.optim.Adam on fp32 weights")
+#: Mixed precision with 8-bit Adam moments: 2 + 2 + (4 + 1 + 1) = 10 B.
+MIXED_ADAM_8BIT = Recipe("mixed-adam-8bit", (_FP16_W, _FP16_G, _MASTER,
+                                             Part("int8 momentum", "optimizer", 1),
+                                             Part("int8 variance", "optimizer", 1)),
+                         "8-bit optimizers (Dettmers et al. 2021); block-wise scales left out")
+#: Mixed precision with SGD and momentum: 2 + 2 + (4 + 4) = 12 B.
+MIXED_SGD = Recipe("mixed-sgd-momentum", (_FP16_W, _FP16_G, _MASTER, _MOMENTUM),
+                   "SGD with momentum under mixed precision")
+
+#: Every named recipe, by key.
+PRESETS: dict[str, Recipe] = {r.name: r for r in
+                              (MIXED_ADAM, MEGATRON_18, INFINITY_20, FP32_ADAM, MIXED_ADAM_8BIT, MIXED_SGD)}
+
+
+def get(name: str | Recipe) -> Recipe:
+    """The preset called `name` (a Recipe passes through unchanged)."""
+    if isinstance(name, Recipe):
+        return name
+    if name not in PRESETS:
+        raise ValueError(f"recipe must be one of {', '.join(PRESETS)}, got {name!r}")
+    return PRESETS[name]

@@ -1,0 +1,55 @@
+"""The ZeRO stages, and which training state each one partitions."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from .recipes import STATES
+
+
+class Stage(IntEnum):
+    """A ZeRO stage; 0 is plain data parallelism, where every GPU holds everything."""
+
+    DP = 0
+    ZERO1 = 1
+    ZERO2 = 2
+    ZERO3 = 3
+
+    @property
+    def partitioned(self) -> tuple[str, ...]:
+        """The states this stage splits across GPUs: optimizer, then gradients, then weights."""
+        return STATES[: int(self)]
+
+    def partitions(self, state: str) -> bool:
+        """Whether this stage splits `state` across GPUs rather than copying it to each."""
+        if state not in STATES:
+            raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+        return state in self.partitioned
+
+    @property
+    def label(self) -> str:
+        """Human name: "data parallel" or "ZeRO-1"."""
+        return "data parallel" if self is Stage.DP else f"ZeRO-{int(self)}"
+
+    @property
+    def paper_name(self) -> str:
+        """The ZeRO paper's name: baseline, P_os, P_os+g or P_os+g+p."""
+        return ("baseline", "P_os", "P_os+g", "P_os+g+p")[int(self)]
+
+
+_ALIASES = {"dp": 0, "ddp": 0, "data parallel": 0, "baseline": 0}
+
+
+def as_stage(value: object) -> Stage:
+    """Read 0-3, "ZeRO-2", "z2", "dp" and the like as a Stage."""
+    if isinstance(value, Stage):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
+        return Stage(value)
+    if isinstance(value, str):
+        key = value.strip().lower().replace("_", "-")
+        key = key.removeprefix("zero-").removeprefix("zero").removeprefix("z")
+        number = _ALIASES.get(value.strip().lower(), key)
+        if str(number) in {"0", "1", "2", "3"}:
+            return Stage(int(number))
+    raise ValueError(f"stage must be 0, 1, 2 or 3 (or 'dp', 'ZeRO-1' ... 'ZeRO-3'), got {value!r}")
