@@ -44,7 +44,10 @@ def test_article_rules():
     pick = advise(7_500_000_000, 8, "80GB")
     assert (pick.stage, pick.rule) == (Stage.ZERO1, "partition-optimizer")
     assert advise(7_500_000_000, 8, "30GB").stage == Stage.ZERO2
-    pick = advise(7_500_000_000, 8, "20GB")
+    pick = advise(7_500_000_000, 8, "20GB")  # 15 GB of whole weights fit, stage 2's 28.125 GB does not
+    assert (pick.stage, pick.rule) == (Stage.ZERO3, "stage-3-or-more-gpus")
+    assert "stage 2 would fit on 21 GPUs" in str(pick)  # 15 + 105/N ≤ 20 GB needs N ≥ 21
+    pick = advise(7_500_000_000, 16, "14GB")  # the whole weights (15 GB) no longer fit a card
     assert (pick.stage, pick.rule) == (Stage.ZERO3, "partition-parameters")
     pick = advise(7_500_000_000, 8, "20GB", activations=10 * GB)
     assert (pick.stage, pick.rule) == (None, "activations")

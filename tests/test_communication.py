@@ -51,3 +51,13 @@ def test_bytes_and_time_at_a_bandwidth():
 def test_bad_communication_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_gradient_accumulation_breaks_the_one_and_a_half():
+    # Four micro-batches: DP and stage 1 still talk once per step; stage 2 reduce-scatters each
+    # micro-batch; stage 3 gathers and scatters every micro-batch.
+    volumes = [comm.volume_elements(PSI, 8, s, micro_batches=4) for s in Stage]
+    assert volumes == [2 * PSI, 2 * PSI, 5 * PSI, 12 * PSI]
+    assert comm.volume_elements(PSI, 8, 3, micro_batches=1) == 3 * PSI
+    with pytest.raises(ValueError, match="micro_batches"):
+        comm.volume_elements(PSI, 8, 3, micro_batches=0)

@@ -14,13 +14,15 @@ RULES = {
     "replicate": "Everything fits on every GPU: plain data parallelism, no partitioning needed.",
     "partition-optimizer": "The parameters fit but the optimizer state does not: try stage 1 or 2.",
     "partition-parameters": "Fully replicated parameters do not fit: use stage 3.",
+    "stage-3-or-more-gpus": "The parameters fit whole, but stage 2's shards do not on this many GPUs: "
+                            "use stage 3, or add GPUs until stage 2 fits.",
     "activations": "Model state fits under stage 3 but activations do not: add activation checkpointing "
                    "or use a smaller micro-batch.",
     "offload": "Not even stage 3 fits: add GPUs, or offload state to CPU or NVMe at a throughput cost.",
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Advice:
     """The lowest stage that fits, the article rule that picked it, and the numbers behind it."""
 
@@ -31,7 +33,7 @@ class Advice:
     activations: Fraction  #: activation bytes per GPU, the same under every stage
     reasons: tuple[str, ...]  #: sentences with the numbers, for a reader
 
-    def __str__(self) -> str:
+    def __repr__(self) -> str:
         pick = "nothing fits" if self.stage is None else f"use {self.stage.label}"
         return "\n".join([f"{pick}: {RULES[self.rule]}", *(f"  - {r}" for r in self.reasons)])
 
@@ -51,14 +53,13 @@ def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe 
     reasons = [f"{s.label}: {show(states[s])} model state + {show(act)} activations = {show(needs[s])} "
                f"of {show(budget)} per GPU" for s in Stage]
     stage = next((s for s in Stage if needs[s] <= budget), None)
-    replicated_weights = recipe.weight_bytes * params + act
     if stage is Stage.DP:
         rule = "replicate"
     elif stage in (Stage.ZERO1, Stage.ZERO2):
         rule = "partition-optimizer"
     elif stage is Stage.ZERO3:
-        rule = "partition-parameters"
-        reasons.append(f"replicated weights alone need {show(replicated_weights)}, and stages 1-2 keep them whole")
+        rule, why = _why_stage_three(params, gpus, budget, act, recipe, show)
+        reasons.append(why)
     elif states[Stage.ZERO3] <= budget:
         rule = "activations"
     else:
@@ -69,3 +70,15 @@ def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe 
     if act and stage is not None and act > states[stage]:
         reasons.append("activations outweigh the model state: checkpointing would save more than a higher stage")
     return Advice(stage, rule, needs, budget, act, tuple(reasons))
+
+
+def _why_stage_three(params: int, gpus: int, budget: Fraction, act: Fraction, recipe: Recipe, show) -> tuple[str, str]:
+    """The rule and the reason for stage 3: whole weights too big, or only stage 2's shards on this many GPUs."""
+    whole = recipe.weight_bytes * params + act
+    if whole > budget:
+        return "partition-parameters", (f"whole weights plus activations need {show(whole)}, more than a card "
+                                        f"holds: only stage 3 splits them")
+    enough = memory.min_gpus(params, budget - act, Stage.ZERO2, recipe) if budget > act else None
+    more = f"; stage 2 would fit on {enough:,} GPUs" if enough else ""
+    return "stage-3-or-more-gpus", (f"whole weights plus activations ({show(whole)}) would fit, but not with "
+                                    f"stage 2's gradient and optimizer shards on {gpus} GPUs{more}")

@@ -25,6 +25,7 @@ class Collective:
     op: str  #: "all-reduce", "reduce-scatter" or "all-gather"
     state: str  #: what it moves: "gradients" or "weights"
     when: str  #: where in the step it runs
+    per_micro_batch: bool = False  #: True when it repeats for every micro-batch of gradient accumulation
 
     @property
     def multiple(self) -> int:
@@ -36,11 +37,12 @@ _PLANS: dict[Stage, tuple[Collective, ...]] = {
     Stage.DP: (Collective("all-reduce", "gradients", "end of backward"),),
     Stage.ZERO1: (Collective("reduce-scatter", "gradients", "end of backward"),
                   Collective("all-gather", "weights", "after the optimizer step")),
-    Stage.ZERO2: (Collective("reduce-scatter", "gradients", "during backward, bucket by bucket"),
+    # A rank that keeps only a gradient shard must hand the rest on after every micro-batch.
+    Stage.ZERO2: (Collective("reduce-scatter", "gradients", "during backward, bucket by bucket", True),
                   Collective("all-gather", "weights", "after the optimizer step")),
-    Stage.ZERO3: (Collective("all-gather", "weights", "forward, layer by layer"),
-                  Collective("all-gather", "weights", "backward, layer by layer"),
-                  Collective("reduce-scatter", "gradients", "backward, layer by layer")),
+    Stage.ZERO3: (Collective("all-gather", "weights", "forward, layer by layer", True),
+                  Collective("all-gather", "weights", "backward, layer by layer", True),
+                  Collective("reduce-scatter", "gradients", "backward, layer by layer", True)),
 }
 
 
@@ -55,10 +57,17 @@ def ring_factor(gpus: int) -> Fraction:
     return Fraction(gpus - 1, gpus)
 
 
-def volume_elements(params: int, gpus: int, stage: Stage | int | str, *, ring: bool = False) -> Fraction:
-    """Elements one GPU sends per step: 2Ψ for stages 0-2, 3Ψ for stage 3 (times (N−1)/N if `ring`)."""
+def volume_elements(params: int, gpus: int, stage: Stage | int | str, *, ring: bool = False,
+                    micro_batches: int = 1) -> Fraction:
+    """Elements one GPU sends per step: 2Ψ for stages 0-2, 3Ψ for stage 3 (times (N−1)/N if `ring`).
+
+    With gradient accumulation over `micro_batches`, collectives that must run for every
+    micro-batch repeat, while data parallelism and stage 1 still communicate once per step.
+    """
     params, factor = checks.params(params), ring_factor(gpus) if ring else Fraction(1)
-    return sum(c.multiple for c in collectives(stage)) * params * factor
+    repeats = checks.whole("micro_batches", micro_batches, high=10**6)
+    multiple = sum(c.multiple * (repeats if c.per_micro_batch else 1) for c in collectives(stage))
+    return multiple * params * factor
 
 
 def dtype_bytes(dtype: str | int) -> int:
@@ -79,9 +88,7 @@ def volume_bytes(params: int, gpus: int, stage: Stage | int | str, dtype: str | 
 def step_time(params: int, gpus: int, stage: Stage | int | str, bandwidth, dtype: str | int = "fp16",
               *, ring: bool = False) -> Fraction:
     """Seconds per step spent sending, at `bandwidth` bytes/s per GPU ("100 Gb/s" is read too), with no overlap."""
-    if isinstance(bandwidth, str):
-        bandwidth = units.parse_bandwidth(bandwidth)
-    rate = checks.amount("bandwidth", bandwidth, positive=True)
+    rate = units.as_rate("bandwidth", bandwidth)
     return volume_bytes(params, gpus, stage, dtype, ring=ring) / rate
 
 

@@ -84,7 +84,7 @@ class Step:
     expr: sp.Expr  #: the expression after this line
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Derivation:
     """A worked derivation that a notebook shows line by line."""
 
@@ -96,7 +96,7 @@ class Derivation:
         """The last line's expression."""
         return self.steps[-1].expr
 
-    def __str__(self) -> str:
+    def __repr__(self) -> str:
         width = max(len(s.label) for s in self.steps)
         return "\n".join([self.title, *(f"  {s.label:<{width}}  {sp.sstr(s.expr)}" for s in self.steps)])
 

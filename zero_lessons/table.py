@@ -22,7 +22,7 @@ class Row:
     fits: bool | None  #: whether `held.total` fits the budget; None when no budget was given
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class StageTable:
     """Per-GPU model state for every stage, for one model, cluster and recipe."""
 
@@ -80,7 +80,7 @@ class StageTable:
 
     _repr_html_ = to_html
     _repr_markdown_ = to_markdown
-    __str__ = to_text
+    __str__ = __repr__ = to_text
 
     def to_dict(self) -> dict:
         """Plain data for JSON: bytes exact (int when integral), amounts in the display unit."""

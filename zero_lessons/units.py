@@ -89,14 +89,14 @@ def in_unit(nbytes: Fraction | int, unit: str = "GB") -> Fraction:
 
 
 def format_number(value: Fraction | int, digits: int = 3) -> str:
-    """Show `value` exactly when its decimal form has at most six places, else rounded to `digits`."""
+    """Show `value` exactly when it has at most `digits` decimal places (41.25, 28.125), else rounded to `digits`."""
     value = Fraction(value)
-    scaled = value * 10**6
+    scaled = value * 10**digits
     if scaled.denominator != 1:
-        return f"{float(value):,.{digits}f}".replace(",", "")
-    whole, part = divmod(abs(scaled.numerator), 10**6)
+        return f"{float(value):.{digits}f}"
+    whole, part = divmod(abs(scaled.numerator), 10**digits)
     sign = "-" if value < 0 else ""
-    return f"{sign}{whole}" + (f".{part:06d}".rstrip("0") if part else "")
+    return f"{sign}{whole}" + (f".{part:0{digits}d}".rstrip("0") if part else "")
 
 
 def unit_name(unit: str) -> str:
@@ -123,3 +123,10 @@ def format_count(count: int) -> str:
         if count >= size:
             return f"{format_number(Fraction(count, size))}{word}"
     return str(count)
+
+
+def as_rate(field: str, value) -> Fraction:
+    """A bandwidth > 0 in bytes per second, given as a number or as text such as "100 Gb/s"."""
+    if isinstance(value, str):
+        value = parse_bandwidth(value, field=field)
+    return checks.amount(field, value, positive=True)

@@ -1,0 +1,59 @@
+"""Committed lessons are clean: run top to bottom, no errors, nothing machine-specific, no local helpers."""
+
+import json
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+PATHS = re.compile(r"(/root/|/home/|/tmp/|/work/|[A-Z]:\\\\Users)")
+
+
+def cells(path: pathlib.Path, kind: str = "code") -> list[dict]:
+    """The cells of one kind in a notebook file."""
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == kind]
+
+
+def test_lessons_exist_in_teaching_order():
+    names = [p.name for p in NOTEBOOKS]
+    assert names[:4] == ["01_the_training_state.ipynb", "02_partitioning_stage_by_stage.ipynb",
+                         "03_communication.ipynb", "04_choosing_a_stage.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_executed_in_order(path):
+    counts = [c["execution_count"] for c in cells(path) if "".join(c["source"]).strip()]
+    assert counts == list(range(1, len(counts) + 1))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_errors_stderr_paths_or_addresses(path):
+    for cell in cells(path):
+        for out in cell["outputs"]:
+            assert out["output_type"] != "error", "".join(cell["source"])
+            assert out.get("name") != "stderr", "".join(cell["source"])
+            text = json.dumps(out.get("text", "")) + json.dumps({k: v for k, v in out.get("data", {}).items()
+                                                                if not k.startswith("image/")})
+            assert not ADDRESS.search(text) and not PATHS.search(text), text[:200]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_stray_metadata_and_no_local_helpers(path):
+    meta = json.loads(path.read_text())["metadata"]
+    assert set(meta) <= {"kernelspec", "language_info", "widgets"}
+    assert meta["language_info"] == {"name": "python"}
+    for cell in cells(path) + cells(path, "markdown"):
+        assert set(cell["metadata"]) <= {"tags"}
+    for cell in cells(path):
+        source = "".join(cell["source"])
+        assert not re.search(r"^\s*(def|class) |%run|%%file", source, re.M), source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_lesson_shape(path):
+    text = "\n".join("".join(c["source"]) for c in cells(path, "markdown"))
+    assert "You will learn" in text or "you will learn" in text
+    assert "## Summary" in text and "## Exercises" in text and "<details>" in text
