@@ -107,3 +107,11 @@ def test_cli_bad_input_is_one_line_and_exit_two(args, flag):
     assert out.returncode == 2
     assert out.stdout == "" and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
     assert flag in out.stderr
+
+
+def test_readme_shows_what_the_cli_prints():
+    import pathlib
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    command = "$ zero-lessons table --params 7.5B --gpus 8\n"
+    shown = readme[readme.index(command) + len(command):].split("```")[0]
+    assert shown == cli("table", "--params", "7.5B", "--gpus", "8").stdout
