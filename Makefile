@@ -4,11 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 
-.PHONY: lab test notebooks bench clean
+.PHONY: lab voila test notebooks bench clean
 
 ## lab: set up and open the lessons in JupyterLab
 lab: $(VENV)/.lessons
 	$(BIN)/jupyter lab notebooks/
+
+## voila: serve the explorer as a standalone dashboard (no CDN needed: see share/jupyter/voila)
+voila: $(VENV)/.lessons
+	JUPYTER_PATH=$(CURDIR)/share/jupyter $(BIN)/voila --template=zero-offline notebooks/05_explorer.ipynb
 
 ## test: set up and run every test (unit, property, CLI, notebooks)
 test: $(VENV)/.tests
@@ -22,6 +26,7 @@ notebooks: $(VENV)/.tests
 bench: $(VENV)/.tests
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/notebook_times.py
+	$(BIN)/python benchmarks/widget_latency.py
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)

@@ -29,9 +29,9 @@ def test_pyproject_and_environment_agree():
     assert {"pip": ["-e ."]} in conda["dependencies"]
 
 
-def test_runtime_dependencies_are_the_documented_four_plus_numpy():
+def test_runtime_dependencies_are_the_documented_ones():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert set(pins(project["dependencies"])) == {"sympy", "numpy", "matplotlib", "ipywidgets", "jupyterlab"}
+    assert set(pins(project["dependencies"])) == {"sympy", "numpy", "matplotlib", "ipywidgets", "jupyterlab", "voila"}
     assert project["scripts"]["zero-lessons"] == "zero_lessons.cli:main"
 
 

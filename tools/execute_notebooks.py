@@ -6,9 +6,12 @@ Running it twice leaves `git diff` empty: no timings, no kernel versions, seeded
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import pathlib
 import sys
+import re
 import time
 
 import nbformat
@@ -16,6 +19,7 @@ from nbclient import NotebookClient
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 KEEP_CELL_METADATA = ("tags",)
+VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def clean(nb: nbformat.NotebookNode) -> None:
@@ -28,6 +32,38 @@ def clean(nb: nbformat.NotebookNode) -> None:
         cell.metadata = nbformat.NotebookNode({k: v for k, v in cell.metadata.items() if k in KEEP_CELL_METADATA})
 
 
+def widget_order(nb: nbformat.NotebookNode) -> list[str]:
+    """Widget model ids in a stable order: depth first from each displayed widget, in cell order."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    roots = [out["data"][VIEW]["model_id"] for cell in nb.cells if cell.cell_type == "code"
+             for out in cell.outputs if VIEW in out.get("data", {})]
+    order: list[str] = []
+
+    def visit(model_id: str) -> None:
+        if model_id in state and model_id not in order:
+            order.append(model_id)
+            for ref in re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[model_id], sort_keys=True)):
+                visit(ref)
+
+    for root in roots:
+        visit(root)
+    rest = sorted(set(state) - set(order), key=lambda m: re.sub(r"IPY_MODEL_[0-9a-f]+", "",
+                                                                   json.dumps(state[m], sort_keys=True)))
+    return order + rest
+
+
+def stable_widget_ids(nb: nbformat.NotebookNode, name: str) -> str:
+    """The notebook as JSON text, with random widget model ids renamed and sorted by a stable order."""
+    text = nbformat.writes(nb)
+    for index, old in enumerate(widget_order(nb)):
+        text = text.replace(old, hashlib.sha1(f"{name}:{index}".encode()).hexdigest()[:32])
+    nb = nbformat.reads(text, as_version=4)
+    widgets = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json")
+    if widgets:
+        widgets["state"] = {key: widgets["state"][key] for key in widget_order(nb)}
+    return nbformat.writes(nb)
+
+
 def execute(path: pathlib.Path) -> float:
     """Execute one notebook in place and return the seconds it took."""
     nb = nbformat.read(path, as_version=4)
@@ -36,7 +72,7 @@ def execute(path: pathlib.Path) -> float:
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     seconds = time.perf_counter() - start
     clean(nb)
-    nbformat.write(nb, path)
+    path.write_text(stable_widget_ids(nb, path.name) + "\n")
     return seconds
 
 

@@ -89,14 +89,16 @@ def in_unit(nbytes: Fraction | int, unit: str = "GB") -> Fraction:
 
 
 def format_number(value: Fraction | int, digits: int = 3) -> str:
-    """Show `value` exactly when it has at most `digits` decimal places (41.25, 28.125), else rounded to `digits`."""
+    """Show `value` with at most `digits` decimals: exact when it fits (41.25), else rounded half away from zero."""
     value = Fraction(value)
-    scaled = value * 10**digits
+    scaled = abs(value) * 10**digits
+    kept = int(scaled) + (scaled - int(scaled) >= Fraction(1, 2))  # exact rounding, no float in between
+    whole, part = divmod(kept, 10**digits)
+    sign = "-" if value < 0 and kept else ""
+    text = f"{sign}{whole}"
     if scaled.denominator != 1:
-        return f"{float(value):.{digits}f}"
-    whole, part = divmod(abs(scaled.numerator), 10**digits)
-    sign = "-" if value < 0 else ""
-    return f"{sign}{whole}" + (f".{part:0{digits}d}".rstrip("0") if part else "")
+        return text + (f".{part:0{digits}d}" if digits else "")
+    return text + (f".{part:0{digits}d}".rstrip("0") if part else "")
 
 
 def unit_name(unit: str) -> str:
@@ -117,11 +119,11 @@ def as_bytes(field: str, value) -> Fraction:
     return checks.amount(field, value, positive=True)
 
 
-def format_count(count: int) -> str:
-    """Show a parameter count the way people say it: 7_500_000_000 -> "7.5B"."""
+def format_count(count: int, digits: int = 3) -> str:
+    """Show a parameter count the way people say it: 7_500_000_000 -> "7.5B" (`digits=12` keeps it exact)."""
     for word, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if count >= size:
-            return f"{format_number(Fraction(count, size))}{word}"
+            return f"{format_number(Fraction(count, size), digits)}{word}"
     return str(count)
 
 

@@ -1,0 +1,197 @@
+"""The interactive explorer: ipywidgets controls wired to `explorer.compute_view` and its plots.
+
+Thin by design: each callback reads the controls into `explorer.Settings`, and either shows an
+inline message next to the control it cannot read, or redraws every view from `compute_view`.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import ipywidgets as w
+
+from . import checks, communication, explorer, recipes, units
+
+_ERROR = "<span class='zero-error' style='color:#b00020'>{}</span>"
+_CUSTOM = ("weight_bytes", "grad_bytes", "optimizer_bytes")
+_PICK = "choose a case…"
+
+
+def _round3(value: float) -> int:
+    """A log-slider position as a parameter count with three significant figures."""
+    return int(float(f"{value:.3g}"))
+
+
+def _nearest_step(gpus: int) -> int:
+    """The slider stop closest to `gpus` on a log scale (the slider shows position; the text holds the value)."""
+    return min(explorer.GPU_STEPS, key=lambda step: abs(math.log(step) - math.log(gpus)))
+
+
+def _read_gpus(text: str) -> int:
+    """A GPU count typed as digits."""
+    if not text.strip().isdigit():
+        raise ValueError(f"gpus must be a whole number from 1 to {checks.MAX_GPUS:,}, got {text!r}")
+    return checks.gpus(int(text))
+
+
+def _read_bytes(name: str, text: str) -> Fraction:
+    """A bytes-per-parameter value typed as a decimal or fraction."""
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{name} must be a number ≥ 0 such as 2 or 0.5, got {text!r}") from None
+    return checks.amount(name, value)
+
+
+class Explorer:
+    """Controls for model, cluster, recipe, budget, unit, dtype and link; every view follows them."""
+
+    def __init__(self, settings: explorer.Settings = explorer.Settings()):
+        s, self._syncing = settings, False
+        self.preset = w.Dropdown(options=[_PICK, *explorer.PRESETS], description="case")
+        self.params_slider = w.FloatLogSlider(value=s.params, base=10, min=8, max=15, step=0.01, readout=False,
+                                              description="model size")
+        self.params_text = w.Text(units.format_count(s.params, digits=12), description="params", continuous_update=False)
+        self.gpus_slider = w.SelectionSlider(options=explorer.GPU_STEPS, value=_nearest_step(s.gpus), readout=False,
+                                             description="GPUs")
+        self.gpus_text = w.Text(str(s.gpus), description="GPU count", continuous_update=False)
+        custom = s.recipe.name not in recipes.PRESETS
+        self.recipe = w.Dropdown(options=[*recipes.PRESETS, "custom"], value="custom" if custom else s.recipe.name,
+                                 description="recipe")
+        self.custom = {k: w.Text(str(getattr(s.recipe, k)), description=k.replace("_", " "), continuous_update=False)
+                       for k in _CUSTOM}
+        self.budget = w.Text(f"{units.format_number(units.in_unit(s.budget, s.unit))} {s.unit}",
+                             description="memory/GPU", continuous_update=False)
+        self.unit = w.ToggleButtons(options=["GB", "GiB"], value=s.unit, description="unit")
+        self.dtype = w.Dropdown(options=list(communication.DTYPES), value=s.dtype, description="sent as")
+        self.bandwidth = w.Text(f"{units.format_number(s.bandwidth * 8 / 10**9)} Gb/s", description="link",
+                                continuous_update=False)
+        self.errors = {k: w.HTML() for k in ("params", "gpus", "budget", "bandwidth", *_CUSTOM)}
+        self.status, self.verdict, self.table, self.comm_table = w.HTML(), w.HTML(), w.HTML(), w.HTML()
+        self.bars, self.scaling, self.comm_chart = w.HTML(), w.HTML(), w.HTML()
+        self.view: explorer.View | None = None
+        self.params_slider.observe(self._slid_params, "value")
+        self.gpus_slider.observe(self._slid_gpus, "value")
+        self.preset.observe(self._chose_preset, "value")
+        for control in (self.params_text, self.gpus_text, self.recipe, *self.custom.values(), self.budget,
+                        self.unit, self.dtype, self.bandwidth):
+            control.observe(self.refresh, "value")
+        self.widget = self._layout()
+        self.refresh()
+
+    def _layout(self) -> w.Widget:
+        """Controls on the left with their inline messages; views on the right."""
+        row = lambda control, key=None: w.HBox([control, self.errors[key]] if key else [control])  # noqa: E731
+        for control in (self.preset, self.params_slider, self.params_text, self.gpus_slider, self.gpus_text,
+                        self.recipe, *self.custom.values(), self.budget, self.unit, self.dtype, self.bandwidth):
+            control.style.description_width = "110px"
+        model = w.VBox([self.preset, self.params_slider, row(self.params_text, "params"), self.gpus_slider,
+                        row(self.gpus_text, "gpus"), row(self.budget, "budget")])
+        training = w.VBox([self.recipe, *(row(self.custom[k], k) for k in _CUSTOM), self.unit, self.dtype,
+                           row(self.bandwidth, "bandwidth")])
+        controls = w.HBox([model, training])
+        views = w.VBox([self.verdict, self.status, self.table, w.HBox([self.bars, self.scaling]),
+                        w.HBox([self.comm_chart, self.comm_table])])
+        app = w.VBox([controls, views], layout=w.Layout(width="100%"))
+        app.add_class("zero-explorer")
+        return app
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def _set_quietly(self, control: w.Widget, value) -> None:
+        """Move a paired control without it triggering another update."""
+        self._syncing = True
+        try:
+            control.value = value
+        finally:
+            self._syncing = False
+
+    def _slid_params(self, change) -> None:
+        if self._syncing:
+            return
+        shown = self.view.settings.params if self.view else None
+        if shown and abs(math.log10(change["new"]) - math.log10(shown)) < self.params_slider.step:
+            return  # the browser only snapped the slider to its grid: keep the exact typed size
+        self.params_text.value = units.format_count(_round3(change["new"]))
+
+    def _slid_gpus(self, change) -> None:
+        if not self._syncing:
+            self.gpus_text.value = str(change["new"])
+
+    def _chose_preset(self, change) -> None:
+        """Jump to a named case: set its controls, then redraw once."""
+        case = explorer.PRESETS.get(change["new"])
+        if case is None:
+            return
+        self._syncing = True
+        try:
+            self.params_text.value = units.format_count(case["params"], digits=12)
+            self.gpus_text.value = str(case["gpus"])
+            self.budget.value = case["budget"]
+        finally:
+            self._syncing = False
+        self.refresh()
+
+    def read(self) -> tuple[explorer.Settings | None, dict[str, str]]:
+        """Settings from the controls, or None with a message per control that cannot be read."""
+        errors, got = {}, {}
+        readers = {"params": lambda: checks.params(units.parse_count(self.params_text.value)),
+                   "gpus": lambda: _read_gpus(self.gpus_text.value),
+                   "budget": lambda: units.as_bytes("memory", self.budget.value),
+                   "bandwidth": lambda: units.as_rate("bandwidth", self.bandwidth.value)}
+        if self.recipe.value == "custom":
+            readers |= {k: (lambda k=k: _read_bytes(k, self.custom[k].value)) for k in _CUSTOM}
+        for key, read in readers.items():
+            try:
+                got[key] = read()
+            except (ValueError, TypeError) as err:
+                errors[key] = str(err)
+        if errors:
+            return None, errors
+        recipe = (recipes.custom(*(got[k] for k in _CUSTOM)) if self.recipe.value == "custom"
+                  else recipes.get(self.recipe.value))
+        return explorer.Settings(got["params"], got["gpus"], recipe, got["budget"], self.unit.value,
+                                 self.dtype.value, got["bandwidth"]), {}
+
+    def refresh(self, change=None) -> None:
+        """Redraw every view from the controls; never raise into the notebook."""
+        if self._syncing:
+            return
+        try:
+            self._redraw()
+        except Exception as err:  # a callback must not raise into the notebook: say what happened instead
+            self.status.value = _ERROR.format(f"could not update: {err}")
+
+    def _redraw(self) -> None:
+        settings, errors = self.read()
+        for key, label in self.errors.items():
+            label.value = _ERROR.format(errors[key]) if key in errors else ""
+        for k in _CUSTOM:
+            self.custom[k].disabled = self.recipe.value != "custom"
+        if settings is None:
+            self.status.value = _ERROR.format("fix the marked input; the views still show the last valid settings")
+            return
+        self._sync_sliders(settings)
+        view = explorer.compute_view(settings)
+        self.status.value = ""
+        self.verdict.value = f"<b class='zero-verdict'>{view.verdict}</b>"
+        self.table.value = view.table.to_html()
+        self.bars.value = explorer.plot_memory_bars(view)
+        self.scaling.value = explorer.plot_scaling(view)
+        self.comm_chart.value = explorer.plot_comm(view)
+        self.comm_table.value = explorer.comm_html(view)
+        self.view = view
+
+    def _sync_sliders(self, settings: explorer.Settings) -> None:
+        """Put the sliders where the typed values are (they show position only; the text is the value)."""
+        if _round3(self.params_slider.value) != settings.params:
+            self._set_quietly(self.params_slider, min(max(settings.params, 10**8), 10**15))
+        if self.gpus_slider.value != _nearest_step(settings.gpus):
+            self._set_quietly(self.gpus_slider, _nearest_step(settings.gpus))
+
+
+def explorer_app(settings: explorer.Settings = explorer.Settings()) -> Explorer:
+    """Build the explorer, ready to display as a cell's result."""
+    return Explorer(settings)
