@@ -37,8 +37,12 @@ $(VENV)/.lessons: pyproject.toml $(VENV)/.created
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
+# DeepSpeed builds from source against the installed torch, hence the order and --no-build-isolation.
+# tests/test_packaging.py checks these two pins against pyproject.toml's lab extra.
 $(VENV)/.tests: pyproject.toml $(VENV)/.created
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet --no-build-isolation deepspeed==0.19.8
+	$(BIN)/python -m pip install --quiet -e ".[test,lab]"
 	touch $@ $(VENV)/.lessons
 
 clean:

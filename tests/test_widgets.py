@@ -15,6 +15,7 @@ def shown_matches_model(app: Explorer) -> None:
     assert app.table.value == expected.table.to_html()
     assert app.verdict.value == f"<b class='zero-verdict'>{expected.verdict}</b>"
     assert app.bars.value == plot_memory_bars(expected)
+    assert app.advice.value == expected.advice.to_html()
 
 
 def test_starts_on_the_article():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import checks, memory, units
+from . import checks, ds_config, memory, offload, units
 from .recipes import MIXED_ADAM, Recipe, get
 from .stages import Stage
 
@@ -18,7 +18,8 @@ RULES = {
                             "use stage 3, or add GPUs until stage 2 fits.",
     "activations": "Model state fits under stage 3 but activations do not: add activation checkpointing "
                    "or use a smaller micro-batch.",
-    "offload": "Not even stage 3 fits: add GPUs, or offload state to CPU or NVMe at a throughput cost.",
+    "offload": "Not even stage 3 fits on the GPUs: offload state to host memory, at a cost in PCIe traffic.",
+    "does-not-fit": "Nothing fits, even with offload: add GPUs, host memory, or shrink the model or the batch.",
 }
 
 
@@ -32,19 +33,46 @@ class Advice:
     budget: Fraction  #: per-GPU memory in bytes
     activations: Fraction  #: activation bytes per GPU, the same under every stage
     reasons: tuple[str, ...]  #: sentences with the numbers, for a reader
+    offload: str = "none"  #: "none", "optimizer" or "optimizer+parameters"
+
+    def ds_config(self, micro_batch: int = 1) -> dict:
+        """The DeepSpeed config for this choice (stage 3 with no offload when nothing fits at all)."""
+        return ds_config.zero_config(self.stage if self.stage is not None else Stage.ZERO3, self.offload,
+                                     micro_batch=micro_batch)
+
+    def to_html(self) -> str:
+        """The advice as an HTML list, for the explorer."""
+        from html import escape
+
+        pick = "nothing fits" if self.stage is None else f"use {self.stage.label}" + (
+            f" with {self.offload} offload" if self.offload != "none" else "")
+        items = "".join(f"<li>{escape(r)}</li>" for r in self.reasons)
+        return f"<div class='zero-advice'><b>{escape(pick)}</b>: {escape(RULES[self.rule])}<ul>{items}</ul></div>"
+
+    def to_dict(self) -> dict:
+        """Plain data for JSON: the choice, the rule, the numbers in bytes, and the reasons."""
+        return {"stage": None if self.stage is None else int(self.stage), "offload": self.offload, "rule": self.rule,
+                "explanation": RULES[self.rule], "budget_bytes": int(self.budget),
+                "activation_bytes": int(self.activations), "needs_bytes": [int(n) for n in self.needs],
+                "reasons": list(self.reasons)}
 
     def __repr__(self) -> str:
-        pick = "nothing fits" if self.stage is None else f"use {self.stage.label}"
+        pick = "nothing fits" if self.stage is None else f"use {self.stage.label}" + (
+            f" with {self.offload} offload" if self.offload != "none" else "")
         return "\n".join([f"{pick}: {RULES[self.rule]}", *(f"  - {r}" for r in self.reasons)])
 
     def _repr_markdown_(self) -> str:
-        pick = "nothing fits" if self.stage is None else f"use **{self.stage.label}**"
+        pick = "nothing fits" if self.stage is None else f"use **{self.stage.label}**" + (
+            f" with {self.offload} offload" if self.offload != "none" else "")
         return "\n".join([f"{pick}. {RULES[self.rule]}", "", *(f"- {r}" for r in self.reasons)])
 
 
 def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe | str = MIXED_ADAM,
-           unit: str = "GB") -> Advice:
-    """Pick the lowest stage whose model state plus `activations` fits in `gpu_memory` per GPU."""
+           unit: str = "GB", cpu_memory=None, gpus_per_node: int = 8) -> Advice:
+    """Pick the lowest stage whose model state plus `activations` fits in `gpu_memory` per GPU.
+
+    Offload is tried only when no stage fits on the GPUs and `cpu_memory` (per node) is given.
+    """
     recipe, budget = get(recipe), units.as_bytes("gpu_memory", gpu_memory)
     act = checks.amount("activations", activations)
     states = [memory.per_gpu(params, gpus, s, recipe).total for s in Stage]
@@ -63,13 +91,31 @@ def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe 
     elif states[Stage.ZERO3] <= budget:
         rule = "activations"
     else:
-        rule = "offload"
         fewest = memory.min_gpus(params, budget, Stage.ZERO3, recipe)
         reasons.append(f"stage 3 model state alone would fit on {fewest:,} GPUs" if fewest else
                        "no number of GPUs makes it fit")
+        stage, offload, why = _try_offload(params, gpus, budget, act, recipe, cpu_memory, gpus_per_node, show)
+        reasons.append(why)
+        rule = "offload" if stage is not None else "does-not-fit"
+        return Advice(stage, rule, needs, budget, act, tuple(reasons), offload)
     if act and stage is not None and act > states[stage]:
         reasons.append("activations outweigh the model state: checkpointing would save more than a higher stage")
     return Advice(stage, rule, needs, budget, act, tuple(reasons))
+
+
+def _try_offload(params: int, gpus: int, budget: Fraction, act: Fraction, recipe: Recipe, cpu_memory,
+                 gpus_per_node: int, show) -> tuple[Stage | None, str, str]:
+    """The least offload that fits GPU and host memory: optimizer under stage 2, then 3, then parameters too."""
+    if cpu_memory is None:
+        return None, "none", "no host memory given (cpu_memory), so offload was not considered"
+    host = units.as_bytes("cpu_memory", cpu_memory)
+    per_node = checks.whole("gpus_per_node", gpus_per_node, high=1024)
+    for stage, what in ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "optimizer+parameters")):
+        on_gpu, off_gpu = offload.offloaded(params, gpus, stage, recipe, parameters=what != "optimizer")
+        if on_gpu.total + act <= budget and off_gpu.total * min(per_node, gpus) <= host:
+            return stage, what, (f"{stage.label} with {what} offload: {show(on_gpu.total + act)} per GPU, "
+                                 f"{show(off_gpu.total * min(per_node, gpus))} of {show(host)} host memory per node")
+    return None, "none", f"even offloading optimizer and parameters does not fit {show(host)} of host memory per node"
 
 
 def _why_stage_three(params: int, gpus: int, budget: Fraction, act: Fraction, recipe: Recipe, show) -> tuple[str, str]:

@@ -21,6 +21,8 @@ EXAMPLES = """examples:
   zero-lessons table --params 70B --gpus 64 --unit GiB --recipe megatron-18
   zero-lessons table --params 13B --gpus 8 --weight-bytes 2 --grad-bytes 4 --optimizer-bytes 12 --json
   zero-lessons fit --memory 80GB --gpus 8              largest model per stage on 80 GB cards
+  zero-lessons advise --params 13B --gpus 8 --gpu-memory 40GB --ds-config ds.json
+                                                       lowest stage that fits, why, and a DeepSpeed config
   zero-lessons recipes                                 the named bytes-per-parameter recipes
 
 Numbers: counts take "7.5B", "7.5e9", "175 billion", "70M", "1_000_000";
@@ -78,7 +80,7 @@ def build_parser() -> Parser:
     """The full command-line grammar."""
     top = Parser(prog="zero-lessons", description="Exact per-GPU model-state memory for DeepSpeed ZeRO stages 0-3.",
                  epilog=EXAMPLES, formatter_class=Formatter)
-    subs = top.add_subparsers(dest="command", required=True, metavar="{table,fit,recipes}")
+    subs = top.add_subparsers(dest="command", required=True, metavar="{table,fit,advise,recipes}")
     table = subs.add_parser("table", help="per-GPU memory of every stage for one model",
                             epilog=EXAMPLES, formatter_class=Formatter)
     table.add_argument("--params", required=True, type=_typed(_param_count), help='parameter count Ψ, e.g. "7.5B"')
@@ -94,6 +96,18 @@ def build_parser() -> Parser:
     fit.add_argument("--gpus", required=True, type=_typed(_gpu_count), help="data-parallel GPUs N_d")
     _recipe_flags(fit)
     fit.set_defaults(sub=fit)
+    advise = subs.add_parser("advise", help="lowest stage that fits, by the article's rules, with a DeepSpeed config",
+                             epilog=EXAMPLES, formatter_class=Formatter)
+    advise.add_argument("--params", required=True, type=_typed(_param_count), help='parameter count Ψ, e.g. "13B"')
+    advise.add_argument("--gpus", required=True, type=_typed(_gpu_count), help="data-parallel GPUs N_d")
+    advise.add_argument("--gpu-memory", required=True, type=_typed(_memory), help='memory per GPU, e.g. "40GB"')
+    advise.add_argument("--activations", default=Fraction(0), type=_typed(_size_or_zero),
+                        help='activation memory per GPU, e.g. "12GB" (default 0: model state only)')
+    advise.add_argument("--cpu-memory", type=_typed(_memory), help='host memory per node, to consider offload, e.g. "512GB"')
+    advise.add_argument("--gpus-per-node", default=8, type=_typed(_gpu_count), help="GPUs sharing a node's host memory")
+    advise.add_argument("--ds-config", metavar="FILE", help="write the DeepSpeed config for the choice to FILE")
+    _recipe_flags(advise)
+    advise.set_defaults(sub=advise)
     subs.add_parser("recipes", help="list the named recipes", formatter_class=Formatter)
     return top
 
@@ -106,6 +120,11 @@ def _param_count(text: str) -> int:
 def _memory(text: str) -> Fraction:
     """A per-GPU memory size such as "80GB"."""
     return units.as_bytes("memory", text)
+
+
+def _size_or_zero(text: str) -> Fraction:
+    """An activation size such as "12GB", or 0."""
+    return Fraction(0) if text.strip() == "0" else units.as_bytes("activations", text)
 
 
 def _gpu_count(text: str) -> int:
@@ -155,8 +174,28 @@ def run(argv: list[str] | None = None) -> int:
     if args.command == "table":
         result = stage_table(args.params, args.gpus, recipe, args.unit, padded=args.padded)
         return _emit(result.to_dict() if args.json else result.to_text())
+    if args.command == "advise":
+        return _advise(args, recipe)
     data = _fit(args, recipe)
     return _emit(data if args.json else _fit_text(data))
+
+
+def _advise(args, recipe: recipes.Recipe) -> int:
+    """Run the advisor; print its answer, and write the DeepSpeed config when asked."""
+    from .advice import advise  # the advisor pulls in offload and config code the other commands never need
+
+    answer = advise(args.params, args.gpus, args.gpu_memory, activations=args.activations, recipe=recipe,
+                    cpu_memory=args.cpu_memory, gpus_per_node=args.gpus_per_node)
+    config = answer.ds_config()
+    if args.ds_config:
+        import json
+
+        try:
+            with open(args.ds_config, "w") as out:
+                json.dump(config, out, indent=2)
+        except OSError as err:
+            raise ValueError(f"--ds-config: cannot write {args.ds_config!r}: {err.strerror}") from None
+    return _emit(answer.to_dict() | {"ds_config": config} if args.json else repr(answer))
 
 
 def _emit(answer: dict | str) -> int:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from . import checks, communication, memory, svg, units
+from .advice import Advice, advise
 from .recipes import MIXED_ADAM, STATES, Recipe, get
 from .stages import Stage
 from .table import StageTable, stage_table
@@ -63,6 +64,7 @@ class View:
     table: StageTable  #: per-stage breakdown with fits marked
     verdict: str  #: one sentence: the lowest stage that fits, or why nothing does
     comm: tuple[CommRow, ...]  #: one per stage
+    advice: Advice  #: the article's rules applied to these settings (model state only)
 
 
 def verdict(table: StageTable) -> str:
@@ -84,7 +86,7 @@ def compute_view(settings: Settings) -> View:
                          communication.volume_bytes(s.params, s.gpus, stage, s.dtype, ring=True),
                          communication.step_time(s.params, s.gpus, stage, s.bandwidth, s.dtype, ring=True))
                  for stage in Stage)
-    return View(s, table, verdict(table), comm)
+    return View(s, table, verdict(table), comm, advise(s.params, s.gpus, s.budget, recipe=s.recipe, unit=s.unit))
 
 
 def plot_memory_bars(view: View) -> str:

@@ -69,7 +69,7 @@ class Explorer:
                                 continuous_update=False)
         self.errors = {k: w.HTML() for k in ("params", "gpus", "budget", "bandwidth", *_CUSTOM)}
         self.status, self.verdict, self.table, self.comm_table = w.HTML(), w.HTML(), w.HTML(), w.HTML()
-        self.bars, self.scaling, self.comm_chart = w.HTML(), w.HTML(), w.HTML()
+        self.bars, self.scaling, self.comm_chart, self.advice = w.HTML(), w.HTML(), w.HTML(), w.HTML()
         self.view: explorer.View | None = None
         self.params_slider.observe(self._slid_params, "value")
         self.gpus_slider.observe(self._slid_gpus, "value")
@@ -91,7 +91,7 @@ class Explorer:
         training = w.VBox([self.recipe, *(row(self.custom[k], k) for k in _CUSTOM), self.unit, self.dtype,
                            row(self.bandwidth, "bandwidth")])
         controls = w.HBox([model, training])
-        views = w.VBox([self.verdict, self.status, self.table, w.HBox([self.bars, self.scaling]),
+        views = w.VBox([self.verdict, self.status, self.table, self.advice, w.HBox([self.bars, self.scaling]),
                         w.HBox([self.comm_chart, self.comm_table])])
         app = w.VBox([controls, views], layout=w.Layout(width="100%"))
         app.add_class("zero-explorer")
@@ -182,6 +182,7 @@ class Explorer:
         self.scaling.value = explorer.plot_scaling(view)
         self.comm_chart.value = explorer.plot_comm(view)
         self.comm_table.value = explorer.comm_html(view)
+        self.advice.value = view.advice.to_html()
         self.view = view
 
     def _sync_sliders(self, settings: explorer.Settings) -> None:

@@ -1,0 +1,35 @@
+"""DeepSpeed configuration for a chosen stage and offload, and a check against DeepSpeed's own schema."""
+
+from __future__ import annotations
+
+from .stages import Stage, as_stage
+
+#: What can be offloaded, from least to most.
+OFFLOADS = ("none", "optimizer", "optimizer+parameters")
+
+
+def zero_config(stage: Stage | int | str, offload: str = "none", *, micro_batch: int = 1,
+                nvme_path: str | None = None) -> dict:
+    """A DeepSpeed config dict with `zero_optimization` for `stage`, bf16, and the requested offload."""
+    stage = as_stage(stage)
+    if offload not in OFFLOADS:
+        raise ValueError(f"offload must be one of {', '.join(OFFLOADS)}, got {offload!r}")
+    if offload != "none" and stage is Stage.DP:
+        raise ValueError("offload needs a partitioned optimizer: stage must be 1, 2 or 3 to offload")
+    if offload == "optimizer+parameters" and stage is not Stage.ZERO3:
+        raise ValueError(f"parameter offload needs stage 3, got {stage.label}")
+    device = {"device": "nvme", "nvme_path": nvme_path} if nvme_path else {"device": "cpu"}
+    zero: dict = {"stage": int(stage), "overlap_comm": True, "contiguous_gradients": True}
+    if offload != "none":
+        zero["offload_optimizer"] = device | {"pin_memory": True}
+    if offload == "optimizer+parameters":
+        zero["offload_param"] = device | {"pin_memory": True}
+    return {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": 1,
+            "bf16": {"enabled": True}, "zero_optimization": zero}
+
+
+def validate(config: dict):
+    """Parse `config["zero_optimization"]` with DeepSpeed's own pydantic model; raises if DeepSpeed rejects it."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig  # needs the lab extra; imported only here
+
+    return DeepSpeedZeroConfig(**config["zero_optimization"])

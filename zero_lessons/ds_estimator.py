@@ -1,0 +1,93 @@
+"""DeepSpeed's own model-state estimators, re-derived exactly, so the lessons can set them beside the paper.
+
+Source: DeepSpeed 0.19.8, `deepspeed/runtime/zero/stage_1_and_2.py::estimate_zero2_model_states_mem_needs`
+and `deepspeed/runtime/zero/stage3.py::estimate_zero3_model_states_mem_needs`, which the
+`*_all_cold` functions print. What they count that the ZeRO paper's 16 bytes do not:
+- an fp32 copy of the gradients (4 bytes), so the partitioned part is 18 bytes, not 14;
+- under stage 3, 4 bytes per parameter of the largest layer, for the layer it gathers while working;
+- host memory: a per-node buffer, scaled by `additional_buffer_factor` (1.5 by default).
+DeepSpeed divides by 2**30 and prints "GB": those figures are GiB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from . import checks, units
+
+#: The DeepSpeed release whose formulas this module follows.
+DEEPSPEED_VERSION = "0.19.8"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One line of DeepSpeed's estimate: bytes per GPU and per node's CPU memory, for a choice of options."""
+
+    options: str  #: the options as DeepSpeed prints them, e.g. "offload_optimizer=cpu "
+    gpu_bytes: int  #: model-state bytes per GPU
+    cpu_bytes: int  #: host bytes per node
+
+    def line(self) -> str:
+        """The line as DeepSpeed prints it: GiB figures labelled "GB"."""
+        return f" {self.cpu_bytes / units.GiB:7.2f}GB | {self.gpu_bytes / units.GiB:6.2f}GB | {self.options}"
+
+
+def _floor(value: Fraction) -> int:
+    """Truncate toward zero, as DeepSpeed's int() does."""
+    return int(value)
+
+
+def _common(total_params: int, gpus_per_node: int, nodes: int, buffer_factor) -> tuple[int, int, int, Fraction]:
+    """Validate the shared inputs."""
+    return (checks.params(total_params), checks.whole("gpus_per_node", gpus_per_node, high=1024),
+            checks.whole("nodes", nodes, high=checks.MAX_GPUS),
+            checks.amount("additional_buffer_factor", buffer_factor, positive=True))
+
+
+def zero2(total_params: int, gpus_per_node: int = 1, nodes: int = 1, *, cpu_offload: bool = True,
+          additional_buffer_factor=1.5) -> Estimate:
+    """DeepSpeed's ZeRO-2 estimate: fp16 weights whole on each GPU, 18 bytes per parameter split, or offloaded."""
+    p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
+    gpus = per_node * nodes
+    if cpu_offload:
+        gpu, cpu = 2 * p, p * max(4 * gpus, 16) * factor
+    else:
+        gpu, cpu = 2 * p + _floor(Fraction(18 * p, gpus)), p * 4 * per_node * factor
+    return Estimate(f"offload_optimizer={'cpu ' if cpu_offload else 'none'}", gpu, _floor(cpu))
+
+
+def zero3(total_params: int, largest_layer_params: int, gpus_per_node: int = 1, nodes: int = 1, *,
+          cpu_offload: bool = True, cpu_offload_params: bool = True, zero_init: bool = True,
+          additional_buffer_factor=1.5) -> Estimate:
+    """DeepSpeed's ZeRO-3 estimate: 18 bytes per parameter split (or on the host) plus the largest layer's 4 bytes."""
+    p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
+    layer = checks.whole("largest_layer_params", largest_layer_params, low=0, high=p)
+    if cpu_offload_params and not cpu_offload:
+        raise ValueError("cpu_offload_params needs cpu_offload: DeepSpeed offloads parameters only with the optimizer")
+    gpus, working = per_node * nodes, 4 * layer
+    if cpu_offload:
+        host = 18 if cpu_offload_params else 16  # bytes per parameter kept on the host, across the nodes
+        gpu = working if cpu_offload_params else working + _floor(Fraction(2 * p, gpus))
+        cpu = p * (Fraction(host, nodes) if zero_init else max(4 * per_node, Fraction(host, nodes))) * factor
+    else:
+        gpu = working + _floor(Fraction(18 * p, gpus))
+        cpu = (layer if zero_init else p) * 4 * per_node * factor
+    options = (f"offload_param={'cpu ' if cpu_offload_params else 'none'}, "
+               f"offload_optimizer={'cpu ' if cpu_offload else 'none'}, zero_init={int(zero_init)}")
+    return Estimate(options, gpu, _floor(cpu))
+
+
+def zero2_all_cold(total_params: int, gpus_per_node: int = 1, nodes: int = 1,
+                   additional_buffer_factor=1.5) -> list[Estimate]:
+    """Every line of `estimate_zero2_model_states_mem_needs_all_cold`, in DeepSpeed's order."""
+    return [zero2(total_params, gpus_per_node, nodes, cpu_offload=offload,
+                  additional_buffer_factor=additional_buffer_factor) for offload in (True, False)]
+
+
+def zero3_all_cold(total_params: int, largest_layer_params: int, gpus_per_node: int = 1, nodes: int = 1,
+                   additional_buffer_factor=1.5) -> list[Estimate]:
+    """Every line of `estimate_zero3_model_states_mem_needs_all_cold`, in DeepSpeed's order."""
+    return [zero3(total_params, largest_layer_params, gpus_per_node, nodes, cpu_offload=opt, cpu_offload_params=par,
+                  zero_init=init, additional_buffer_factor=additional_buffer_factor)
+            for opt in (True, False) for par in (True, False) if opt or not par for init in (True, False)]
