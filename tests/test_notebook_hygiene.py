@@ -52,8 +52,25 @@ def test_no_stray_metadata_and_no_local_helpers(path):
         assert not re.search(r"^\s*(def|class) |%run|%%file", source, re.M), source
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+LESSONS = [p for p in NOTEBOOKS if not p.name.startswith(("00_", "08_", "09_"))]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_lesson_shape(path):
     text = "\n".join("".join(c["source"]) for c in cells(path, "markdown"))
     assert "You will learn" in text or "you will learn" in text
     assert "## Summary" in text and "## Exercises" in text and "<details>" in text
+
+
+def test_workshop_notebooks_ask_every_exercise_in_the_package_words():
+    from zero_lessons.exercises import EXERCISES
+
+    asked = ROOT / "notebooks" / "08_workshop_exercises.ipynb"
+    solved = ROOT / "notebooks" / "09_workshop_solutions.ipynb"
+    for path in (asked, solved):
+        text = "\n".join("".join(c["source"]) for c in cells(path, "markdown"))
+        assert all(ex.prompt in text for ex in EXERCISES.values()), path.name
+    calls = ["".join(c["source"]) for c in cells(asked)]
+    assert sorted(ex_id for ex_id in EXERCISES if any(f'check("{ex_id}", answer)' in c for c in calls)) == sorted(EXERCISES)
+    asserts = "\n".join("".join(c["source"]) for c in cells(solved))
+    assert all(f'assert check("{ex_id}", answer).correct' in asserts for ex_id in EXERCISES)
