@@ -18,9 +18,10 @@ voila: $(VENV)/.lessons
 test: $(VENV)/.tests
 	$(BIN)/python -m pytest
 
-## notebooks: re-execute every lesson in place, deterministically
+## notebooks: re-execute every lesson in place, deterministically, and refresh the navigation cells
 notebooks: $(VENV)/.tests
 	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
+	$(BIN)/python tools/navigation.py
 
 ## bench: run the performance benchmarks
 bench: $(VENV)/.tests

@@ -19,7 +19,7 @@ def cells(path: pathlib.Path, kind: str = "code") -> list[dict]:
 
 def test_lessons_exist_in_teaching_order():
     names = [p.name for p in NOTEBOOKS]
-    assert names[:4] == ["01_the_training_state.ipynb", "02_partitioning_stage_by_stage.ipynb",
+    assert names[:5] == ["00_start_here.ipynb", "01_the_training_state.ipynb", "02_partitioning_stage_by_stage.ipynb",
                          "03_communication.ipynb", "04_choosing_a_stage.ipynb"]
 
 
@@ -74,3 +74,16 @@ def test_workshop_notebooks_ask_every_exercise_in_the_package_words():
     assert sorted(ex_id for ex_id in EXERCISES if any(f'check("{ex_id}", answer)' in c for c in calls)) == sorted(EXERCISES)
     asserts = "\n".join("".join(c["source"]) for c in cells(solved))
     assert all(f'assert check("{ex_id}", answer).correct' in asserts for ex_id in EXERCISES)
+
+
+def test_navigation_cells_and_index_are_up_to_date():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "navigation.py"), "--check"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
+    index = "".join(cells(ROOT / "notebooks" / "00_start_here.ipynb", "markdown")[0]["source"])
+    assert all(f"({p.name})" in index for p in NOTEBOOKS if p.name != "00_start_here.ipynb")
+    for path in NOTEBOOKS[1:]:
+        first = "".join(cells(path, "markdown")[0]["source"])
+        assert first.startswith("<!-- navigation: header -->") and "Start here" in first

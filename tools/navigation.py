@@ -1,0 +1,113 @@
+"""Write the navigation cells of every notebook, and the index `00_start_here.ipynb`, from the lessons themselves.
+
+Run: python tools/navigation.py           (rewrite what is out of date)
+     python tools/navigation.py --check   (exit 1 if anything is out of date; the tests run this)
+
+Only markdown cells that start with a marker comment are touched, so rerunning is safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import re
+import sys
+
+import nbformat
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+HEADER, FOOTER = "<!-- navigation: header -->", "<!-- navigation: footer -->"
+LIVE = ("Live widgets need a Python kernel: run `make lab` (JupyterLab) or `make voila` (dashboard) from a clone, "
+        "or open the repository on Binder. A static page shows saved results only.")
+
+
+def lessons() -> list[pathlib.Path]:
+    """Every numbered notebook except the index, in teaching order."""
+    return sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("00_"))
+
+
+def title(nb) -> str:
+    """The first '# ' heading of the notebook."""
+    for cell in nb.cells:
+        match = re.search(r"^# (.+)$", cell.source, re.M) if cell.cell_type == "markdown" else None
+        if match:
+            return match[1].strip()
+    raise ValueError("a lesson needs a '# ' title")
+
+
+def objectives(nb) -> list[str]:
+    """The bullet points under "You will learn", if the notebook has them."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and "**You will learn**" in cell.source:
+            block = cell.source.split("**You will learn**", 1)[1].split("\n\n", 1)[0]
+            return [line[2:].strip() for line in block.strip().splitlines() if line.startswith("- ")]
+    return []
+
+
+def link(path: pathlib.Path, nb) -> str:
+    """A Markdown link to a notebook, labelled with its title."""
+    return f"[{title(nb)}]({path.name})"
+
+
+def _cell(name: str, marker: str, body: str):
+    """A markdown cell with a stable id, starting with `marker`."""
+    cell = nbformat.v4.new_markdown_cell(f"{marker}\n{body}")
+    cell.id = hashlib.sha1(f"{name}:{marker}".encode()).hexdigest()[:8]
+    return cell
+
+
+def navigate(paths: list[pathlib.Path], books: dict) -> dict[pathlib.Path, str]:
+    """The new text of every lesson, with its header and footer cells in place."""
+    out = {}
+    for i, path in enumerate(paths):
+        nb = books[path]
+        prev = f"← {link(paths[i - 1], books[paths[i - 1]])}" if i else ""
+        nxt = f"{link(paths[i + 1], books[paths[i + 1]])} →" if i + 1 < len(paths) else ""
+        bar = " · ".join(x for x in ("[Start here](00_start_here.ipynb)", f"{i + 1} of {len(paths)}", prev, nxt) if x)
+        cells = [c for c in nb.cells if not c.source.startswith((HEADER, FOOTER))]
+        nb.cells = ([_cell(path.name, HEADER, f"{bar}\n\n*{LIVE}*")] + cells +
+                    [_cell(path.name, FOOTER, f"**Next:** {nxt}" if nxt else "**The end.** Back to [Start here](00_start_here.ipynb).")])
+        out[path] = nbformat.writes(nb) + "\n"
+    return out
+
+
+def index(paths: list[pathlib.Path], books: dict) -> str:
+    """The start page: how to run the lessons, and each one with what it teaches."""
+    lines = ["# ZeRO Lessons: start here", "",
+             "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs in memory and in "
+             "communication. Work through them in order; each builds on the one before.", "",
+             "**How to run them.** From a clone: `make lab` opens these notebooks in JupyterLab; `make voila` serves the explorer as a "
+             "dashboard; `make test` checks everything. With conda: `conda env create -f environment.yml`. On Binder, the same "
+             "`environment.yml` builds the environment. " + LIVE, "",
+             "Teaching a class? The instructor guide is `docs/instructor.md`: plans for 90 minutes and 3 hours, "
+             "setup for a room, and the misconceptions to watch for.", "", "## The notebooks", ""]
+    for i, path in enumerate(paths, 1):
+        nb = books[path]
+        lines.append(f"{i}. **{link(path, nb)}**")
+        lines += [f"   - {goal}" for goal in objectives(nb)]
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+                   "language_info": {"name": "python"}}
+    nb.cells = [_cell("00_start_here.ipynb", HEADER, "\n".join(lines))]
+    return nbformat.writes(nb) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """Rewrite (or with --check, compare) every navigation cell and the index."""
+    paths = lessons()
+    books = {p: nbformat.read(p, as_version=4) for p in paths}
+    wanted = {NOTEBOOKS / "00_start_here.ipynb": index(paths, books)} | navigate(paths, books)
+    stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
+    if "--check" in argv:
+        for p in stale:
+            print(f"out of date: {p.relative_to(ROOT)} (run python tools/navigation.py)")
+        return 1 if stale else 0
+    for p in stale:
+        p.write_text(wanted[p])
+        print(f"wrote {p.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
