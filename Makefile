@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 
-.PHONY: lab voila test notebooks bench clean
+.PHONY: lab voila test notebooks book bench clean
 
 ## lab: set up and open the lessons in JupyterLab
 lab: $(VENV)/.lessons
@@ -22,6 +22,10 @@ test: $(VENV)/.tests
 notebooks: $(VENV)/.tests
 	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
 	$(BIN)/python tools/navigation.py
+
+## book: build the static site in _build/html from the executed notebooks (offline; no CDN at view time)
+book: $(VENV)/.tests
+	$(BIN)/python tools/build_book.py
 
 ## bench: run the performance benchmarks
 bench: $(VENV)/.tests
@@ -43,8 +47,8 @@ $(VENV)/.lessons: pyproject.toml $(VENV)/.created
 $(VENV)/.tests: pyproject.toml $(VENV)/.created
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet --no-build-isolation deepspeed==0.19.8
-	$(BIN)/python -m pip install --quiet -e ".[test,lab]"
+	$(BIN)/python -m pip install --quiet -e ".[test,lab,book]"
 	touch $@ $(VENV)/.lessons
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis _build .cache test-artifacts

@@ -91,8 +91,9 @@ class Explorer:
         training = w.VBox([self.recipe, *(row(self.custom[k], k) for k in _CUSTOM), self.unit, self.dtype,
                            row(self.bandwidth, "bandwidth")])
         controls = w.HBox([model, training])
-        views = w.VBox([self.verdict, self.status, self.table, self.advice, w.HBox([self.bars, self.scaling]),
-                        w.HBox([self.comm_chart, self.comm_table])])
+        wrap = w.Layout(flex_flow="row wrap")  # charts sit side by side where there is room, stacked where not
+        views = w.VBox([self.verdict, self.status, self.table, self.advice, w.HBox([self.bars, self.scaling], layout=wrap),
+                        w.HBox([self.comm_chart, self.comm_table], layout=wrap)])
         app = w.VBox([controls, views], layout=w.Layout(width="100%"))
         app.add_class("zero-explorer")
         return app
