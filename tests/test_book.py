@@ -122,6 +122,7 @@ def test_explorer_page_shows_the_saved_widget_once(open_page):
 
 @pytest.mark.parametrize("path", ["index.html", "notebooks/01_the_training_state.html", "notebooks/03_communication.html",
                                   "notebooks/04_choosing_a_stage.html", "notebooks/06_deepspeed_in_practice.html",
+                                  "notebooks/07_lab_measure_it.html",
                                   "notebooks/08_workshop_exercises.html", "docs/instructor.html"])
 def test_every_page_loads_offline(open_page, path):
     page = open_page(path)

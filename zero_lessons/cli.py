@@ -80,7 +80,7 @@ def build_parser() -> Parser:
     """The full command-line grammar."""
     top = Parser(prog="zero-lessons", description="Exact per-GPU model-state memory for DeepSpeed ZeRO stages 0-3.",
                  epilog=EXAMPLES, formatter_class=Formatter)
-    subs = top.add_subparsers(dest="command", required=True, metavar="{table,fit,advise,recipes}")
+    subs = top.add_subparsers(dest="command", required=True, metavar="{table,fit,advise,lab,recipes}")
     table = subs.add_parser("table", help="per-GPU memory of every stage for one model",
                             epilog=EXAMPLES, formatter_class=Formatter)
     table.add_argument("--params", required=True, type=_typed(_param_count), help='parameter count Ψ, e.g. "7.5B"')
@@ -108,6 +108,10 @@ def build_parser() -> Parser:
     advise.add_argument("--ds-config", metavar="FILE", help="write the DeepSpeed config for the choice to FILE")
     _recipe_flags(advise)
     advise.set_defaults(sub=advise)
+    lab = subs.add_parser("lab", help="measure real PyTorch runs on CPU ranks against the predictions (needs the lab extra)",
+                          formatter_class=Formatter)
+    lab.add_argument("--ranks", default="1,2,4", type=_typed(_rank_list), help="world sizes to run, e.g. 1,2,4")
+    lab.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     subs.add_parser("recipes", help="list the named recipes", formatter_class=Formatter)
     return top
 
@@ -115,6 +119,17 @@ def build_parser() -> Parser:
 def _param_count(text: str) -> int:
     """A parameter count such as "7.5B", from 1 to 10**15."""
     return checks.params(units.parse_count(text))
+
+
+def _rank_list(text: str) -> tuple[int, ...]:
+    """World sizes such as "1,2,4": whole numbers from 1 to 8 (this runs on one machine's cores)."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"ranks must be a comma-separated list of whole numbers from 1 to 8, got {text!r}") from None
+    for size in sizes:
+        checks.whole("ranks", size, high=8)
+    return sizes
 
 
 def _memory(text: str) -> Fraction:
@@ -167,6 +182,8 @@ def run(argv: list[str] | None = None) -> int:
     """Parse `argv`, print the answer, and return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "lab":
+        return _lab(args)
     if args.command == "recipes":
         print("\n".join(f"{r.summary()}  [{r.source}]" for r in recipes.PRESETS.values()))
         return 0
@@ -198,6 +215,17 @@ def _advise(args, recipe: recipes.Recipe) -> int:
     return _emit(answer.to_dict() | {"ds_config": config} if args.json else repr(answer))
 
 
+def _lab(args) -> int:
+    """Run the lab and print measured against predicted; exit 1 if anything differs."""
+    from . import lab
+    from .lab import report
+
+    rows, seconds = lab.run(args.ranks)
+    _emit({"rows": report.to_dict(rows), "wall_seconds": round(seconds, 1)} if args.json
+          else f"{report.to_text(rows)}\n\nwall time {seconds:.1f} s for ranks {args.ranks}")
+    return 0 if all(r.matches for r in rows) else 1
+
+
 def _emit(answer: dict | str) -> int:
     """Print text as it is, or a dict as one JSON object; return exit status 0."""
     if isinstance(answer, dict):
@@ -215,6 +243,9 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, TypeError) as err:
         print(f"zero-lessons: error: {err}", file=sys.stderr)
         code = 2
+    except (RuntimeError, ImportError) as err:  # a lab rank failed, or the lab extra is not installed
+        print(f"zero-lessons: error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        code = 1
     except KeyboardInterrupt:
         code = 130
     except BrokenPipeError:

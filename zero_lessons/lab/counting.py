@@ -1,0 +1,110 @@
+"""Counting what a rank really holds and really sends. Runs inside each rank; imports torch.
+
+Held bytes are counted by storage, not by tensor: two views of one buffer count once, a padded
+shard counts its padding, and meta tensors (no memory) count nothing. Adam's scalar `step`
+counters are reported apart from the optimizer state proper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+
+import torch
+import torch.distributed as dist
+
+#: Collectives as the paper counts them: an all-reduce of n elements sends 2n, the others n.
+PAPER_MULTIPLE = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1, "broadcast": 1}
+#: torch.distributed function -> (collective, position and keyword of the argument with the full-size tensor)
+PATCHED = {"all_reduce": ("all_reduce", 0, "tensor"), "broadcast": ("broadcast", 0, "tensor"),
+           "all_gather_single": ("all_gather", 0, "output_tensor"),
+           "all_gather_into_tensor": ("all_gather", 0, "output_tensor"),
+           "reduce_scatter_single": ("reduce_scatter", 1, "input"),
+           "reduce_scatter_tensor": ("reduce_scatter", 1, "input")}
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor a rank really stores: a DTensor's local shard, else the tensor itself."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind `tensors`, skipping meta tensors and empty slots."""
+    seen: dict[int, int] = {}
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        local = _local(tensor)
+        if local.is_meta:
+            continue
+        storage = local.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def held(model: torch.nn.Module, optimizer) -> dict[str, int]:
+    """Bytes this rank holds in parameters, gradients, optimizer state, and Adam step counters."""
+    params = list(model.parameters())
+    state = [v for s in _optimizer_state(optimizer).values() for k, v in s.items()
+             if torch.is_tensor(v) and k != "step"]
+    steps = [v for s in _optimizer_state(optimizer).values() for k, v in s.items() if torch.is_tensor(v) and k == "step"]
+    return {"weights": storage_bytes(params), "gradients": storage_bytes(p.grad for p in params),
+            "optimizer": storage_bytes(state), "step_counters": storage_bytes(steps)}
+
+
+def _optimizer_state(optimizer) -> dict:
+    """The per-parameter state dict, also for ZeroRedundancyOptimizer, which keeps only its shard's."""
+    inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer wraps a local optimizer
+    return inner.state
+
+
+class CommCounter:
+    """Counts the elements and bytes each collective moves, while `counting()` is active."""
+
+    def __init__(self):
+        self.elements: dict[str, int] = defaultdict(int)
+        self.nbytes: dict[str, int] = defaultdict(int)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    def record(self, op: str, tensor: torch.Tensor) -> None:
+        """Add one collective over `tensor` (its full, not its per-rank, size)."""
+        tensor = _local(tensor)
+        self.elements[op] += tensor.numel()
+        self.nbytes[op] += tensor.numel() * tensor.element_size()
+        self.calls[op] += 1
+
+    def paper_elements(self) -> int:
+        """Elements sent per rank by the paper's count (all-reduce twice, the others once)."""
+        return sum(PAPER_MULTIPLE[op] * n for op, n in self.elements.items())
+
+    @contextlib.contextmanager
+    def counting(self):
+        """Patch torch.distributed's collectives to record every call, and undo it afterwards."""
+        originals = {name: getattr(dist, name) for name in PATCHED if hasattr(dist, name)}
+
+        def wrap(name, function):
+            op, position, keyword = PATCHED[name]
+
+            def counted(*args, **kwargs):
+                self.record(op, args[position] if len(args) > position else kwargs[keyword])
+                return function(*args, **kwargs)
+            return counted
+
+        try:
+            for name, function in originals.items():
+                setattr(dist, name, wrap(name, function))
+            yield self
+        finally:
+            for name, function in originals.items():
+                setattr(dist, name, function)
+
+    @staticmethod
+    def ddp_hook(state, bucket):
+        """A DDP communication hook that all-reduces through Python, where `counting()` can see it.
+
+        DDP's built-in all-reduce runs in C++ and never passes through torch.distributed's Python
+        functions; this hook does the same averaging all-reduce, one bucket at a time.
+        """
+        tensor = bucket.buffer()
+        return (dist.all_reduce(tensor.div_(dist.get_world_size()), async_op=True)
+                .get_future().then(lambda fut: fut.value()[0]))

@@ -1,0 +1,66 @@
+"""The lab's measured-versus-predicted table, as text, HTML and plain data. No torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+
+from .. import memory
+from ..recipes import FP32_ADAM
+from . import FIELDS, MODE_NAMES, Row, predict
+
+HEAD = ("framework", "N", "rank", "weights B", "gradients B", "optimizer B", "Adam steps B", "paper formula B",
+        "sent (paper count)", "as predicted")
+
+
+def paper_total(row: Row) -> str:
+    """The paper's per-GPU bytes (fp32 Adam, even split, no padding) for the mode's nearest stage."""
+    psi = sum(predict.numel(s) for s in predict.shapes(predict.WIDTHS))
+    return f"{float(memory.per_gpu(psi, row.gpus, predict.paper_stage(row.mode), FP32_ADAM).total):g}"
+
+
+def sent(row: Row) -> str:
+    """Elements sent in the step, by the paper's count (all-reduce counted twice), as a multiple of Ψ."""
+    psi = sum(predict.numel(s) for s in predict.shapes(predict.WIDTHS))
+    elements = sum((2 if op == "all_reduce" else 1) * n for op, n in row.measured["traffic"].items())
+    return f"{elements} = {elements / psi:.3f}Ψ"
+
+
+def cells(rows: list[Row]) -> list[list[str]]:
+    """The table as strings, one line per rank."""
+    return [[MODE_NAMES[r.mode], str(r.gpus), str(r.rank), *(str(r.measured[f]) for f in FIELDS), paper_total(r),
+             sent(r), "yes" if r.matches else "NO"] for r in rows]
+
+
+def to_text(rows: list[Row]) -> str:
+    """Aligned plain text."""
+    grid = [list(HEAD), *cells(rows)]
+    widths = [max(len(line[i]) for line in grid) for i in range(len(HEAD))]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+                     .rstrip() for line in grid)
+
+
+def to_html(rows: list[Row]) -> str:
+    """An HTML table for the notebook."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in HEAD)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in line) + "</tr>" for line in cells(rows))
+    return f"<table class='zero-lab'><tr>{head}</tr>{body}</table>"
+
+
+def to_dict(rows: list[Row]) -> list[dict]:
+    """Plain data for JSON."""
+    return [{"framework": MODE_NAMES[r.mode], "mode": r.mode, "gpus": r.gpus, "rank": r.rank,
+             "measured": r.measured, "predicted": r.predicted, "matches": r.matches} for r in rows]
+
+
+@dataclass(frozen=True, repr=False)
+class Report:
+    """A lab run's rows, shown as a table in a notebook."""
+
+    rows: tuple[Row, ...]  #: one per framework, world size and rank
+
+    def __repr__(self) -> str:
+        return to_text(list(self.rows))
+
+    def _repr_html_(self) -> str:
+        return to_html(list(self.rows))
