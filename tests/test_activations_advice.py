@@ -61,3 +61,12 @@ def test_activation_warning_when_they_dominate():
     assert pick.stage == Stage.ZERO1
     assert any("activations outweigh" in r for r in pick.reasons)
     assert pick.needs[0] == 16 * GB + 70 * GB
+
+
+def test_advise_model_uses_the_activation_estimate():
+    from zero_lessons.advice import advise_model
+
+    model = Transformer(layers=32, hidden=4096, heads=32, seq_len=4096, micro_batch=1)
+    pick = advise_model(model, 8, "80GB", recompute="selective")
+    assert pick.activations == activation_bytes(model, "selective") and pick.stage == Stage.ZERO1
+    assert advise_model(model, 8, "80GB").rule == "activations"

@@ -23,7 +23,7 @@ if not CHROMIUM.exists():
     if os.environ.get("CI") == "true":
         raise RuntimeError("CI=true but /usr/bin/chromium is missing: .ci/run must install chromium")
     pytest.skip("Debian Chromium is not installed (apt-get install -y chromium chromium-driver)", allow_module_level=True)
-playwright_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs playwright")
+import playwright.sync_api as playwright_api  # noqa: E402  (a test dependency: missing means a broken install)
 pytest.importorskip("jupyter_book", reason="the book extra installs jupyter-book (`make test` does)")
 
 

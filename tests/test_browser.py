@@ -35,7 +35,7 @@ if not CHROMIUM.exists():
         raise RuntimeError("CI=true but /usr/bin/chromium is missing: .ci/run must install chromium")
     pytest.skip("Debian Chromium is not installed (apt-get install -y chromium chromium-driver)",
                 allow_module_level=True)
-playwright_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs playwright")
+import playwright.sync_api as playwright_api  # noqa: E402  (a test dependency: missing means a broken install)
 
 
 def free_port() -> int:

@@ -43,3 +43,12 @@ def test_compute_time_six_flops_per_parameter_per_token():
     assert offload.compute_time(PSI, 8 * 4096, 4 * 10**14) == Fraction("3.6864")
     with pytest.raises(ValueError, match="flops_per_second"):
         offload.compute_time(PSI, 10, 0)
+
+
+def test_capacity_per_gpu_and_per_node():
+    cpu = offload.capacity(PSI, 8, 2)
+    assert (cpu["gpu"], cpu["cpu_per_node"], cpu["nvme_per_node"]) == (Fraction("16.875") * GB, 90 * GB, 0)
+    nvme = offload.capacity(PSI, 16, 3, parameters=True, gpus_per_node=8, target="nvme")
+    assert nvme["cpu_per_node"] == 0 and nvme["nvme_per_node"] == 8 * 14 * PSI // 16
+    with pytest.raises(ValueError, match="target must be"):
+        offload.capacity(PSI, 8, 2, target="tape")

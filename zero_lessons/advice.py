@@ -128,3 +128,10 @@ def _why_stage_three(params: int, gpus: int, budget: Fraction, act: Fraction, re
     more = f"; stage 2 would fit on {enough:,} GPUs" if enough else ""
     return "stage-3-or-more-gpus", (f"whole weights plus activations ({show(whole)}) would fit, but not with "
                                     f"stage 2's gradient and optimizer shards on {gpus} GPUs{more}")
+
+
+def advise_model(model, gpus: int, gpu_memory, *, recompute: str = "none", **options) -> Advice:
+    """`advise` for a transformer and its batch: the activations come from `activations.activation_bytes`."""
+    from .activations import activation_bytes
+
+    return advise(model.params, gpus, gpu_memory, activations=activation_bytes(model, recompute), **options)

@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> None:
         code = 1
     except KeyboardInterrupt:
         code = 130
+    except Exception as err:  # a bug, not bad input: still one line, never a traceback
+        print(f"zero-lessons: internal error: {type(err).__name__}: {err}", file=sys.stderr)
+        code = 1
     except BrokenPipeError:
         code = 0
     sys.exit(code)

@@ -53,3 +53,18 @@ def compute_time(params: int, tokens: int, flops_per_second) -> Fraction:
     """Seconds of GPU compute for one step over `tokens` tokens: about 6·Ψ FLOPs per token (forward + backward)."""
     rate = checks.amount("flops_per_second", flops_per_second, positive=True)
     return Fraction(6 * checks.params(params) * checks.whole("tokens", tokens)) / rate
+
+
+def capacity(params: int, gpus: int, stage: Stage | int | str, recipe: Recipe | str = MIXED_ADAM, *,
+             parameters: bool = False, gpus_per_node: int = 8, target: str = "cpu") -> dict[str, Fraction]:
+    """Bytes needed per GPU, and per node on the host (`target="cpu"`) or on NVMe (`target="nvme"`).
+
+    With NVMe as the target the offloaded state lives on the drive; the host's pinned staging
+    buffers are left out, as everywhere in this model.
+    """
+    if target not in ("cpu", "nvme"):
+        raise ValueError(f"target must be 'cpu' or 'nvme', got {target!r}")
+    on_gpu, off_gpu = offloaded(params, gpus, stage, recipe, parameters=parameters)
+    per_node = off_gpu.total * min(checks.whole("gpus_per_node", gpus_per_node, high=1024), checks.gpus(gpus))
+    return {"gpu": on_gpu.total, "cpu_per_node": per_node if target == "cpu" else Fraction(0),
+            "nvme_per_node": per_node if target == "nvme" else Fraction(0)}
