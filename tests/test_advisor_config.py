@@ -1,12 +1,12 @@
 """The advisor's offload step, the DeepSpeed configs it emits (checked by DeepSpeed's own schema), and its CLI."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from conftest import need_module
 from zero_lessons import GB, ds_config, offload
 from zero_lessons.advice import advise
 from zero_lessons.stages import Stage
@@ -56,12 +56,7 @@ def test_config_rejects_impossible_choices(stage, what, words):
 
 
 def _deepspeed_schema():
-    try:
-        from deepspeed.runtime.zero.config import DeepSpeedZeroConfig  # noqa: F401
-    except ImportError as err:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"DeepSpeed is not installed ({err}); `make test` installs it with the lab extra")
+    need_module("deepspeed.runtime.zero.config")
 
 
 @pytest.mark.parametrize("stage, what", [(0, "none"), (1, "none"), (2, "none"), (3, "none"), (1, "optimizer"),

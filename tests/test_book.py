@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import pathlib
 import subprocess
 import sys
 import threading
-from urllib.parse import urlparse
 
 import pytest
 
+from conftest import local_only, need_chromium, need_module
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
-CHROMIUM = pathlib.Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-if not CHROMIUM.exists():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("CI=true but /usr/bin/chromium is missing: .ci/run must install chromium")
-    pytest.skip("Debian Chromium is not installed (apt-get install -y chromium chromium-driver)", allow_module_level=True)
-import playwright.sync_api as playwright_api  # noqa: E402  (a test dependency: missing means a broken install)
-pytest.importorskip("jupyter_book", reason="the book extra installs jupyter-book (`make test` does)")
+need_chromium()
+need_module("jupyter_book", "the book extra installs it; `make test` does")
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -52,31 +44,11 @@ def site():
         thread.join(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Debian Chromium, closed after the module's tests."""
-    with playwright_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 @pytest.fixture
 def open_page(browser, site):
     """Open a book page with every request that is not for 127.0.0.1 blocked, and recorded."""
     context = browser.new_context(viewport={"width": 1300, "height": 1000})
-    blocked: list[str] = []
-
-    def only_local(route):
-        if urlparse(route.request.url).hostname in ("127.0.0.1", "localhost"):
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_local)
+    blocked = local_only(context)
 
     def go(path: str):
         page = context.new_page()

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from urllib.parse import urlparse
 
 import pytest
 
@@ -24,18 +23,11 @@ from zero_lessons import GB, units
 from zero_lessons.explorer import GPU_STEPS
 from zero_lessons.memory import per_gpu
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHROMIUM = pathlib.Path("/usr/bin/chromium")
-ARTIFACTS = ROOT / "test-artifacts"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from conftest import local_only, need_chromium
 
-if not CHROMIUM.exists():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("CI=true but /usr/bin/chromium is missing: .ci/run must install chromium")
-    pytest.skip("Debian Chromium is not installed (apt-get install -y chromium chromium-driver)",
-                allow_module_level=True)
-import playwright.sync_api as playwright_api  # noqa: E402  (a test dependency: missing means a broken install)
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+need_chromium()
 
 
 def free_port() -> int:
@@ -95,31 +87,11 @@ def workdir(tmp_path_factory) -> pathlib.Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Debian Chromium; closed after the module's tests."""
-    with playwright_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 @pytest.fixture
 def page(browser):
     """A fresh page that blocks, and records, every request not addressed to 127.0.0.1."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    blocked: list[str] = []
-
-    def only_local(route):
-        if urlparse(route.request.url).hostname in ("127.0.0.1", "localhost"):
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_local)
+    blocked = local_only(context)
     tab = context.new_page()
     tab.blocked = blocked
     try:

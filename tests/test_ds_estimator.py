@@ -3,11 +3,11 @@
 import contextlib
 import io
 import itertools
-import os
 import re
 
 import pytest
 
+from conftest import need_module
 from zero_lessons import GiB, ds_estimator, memory, recipes
 
 PSI = 7_500_000_000
@@ -56,14 +56,8 @@ def test_bad_input(call, words):
 
 
 def _deepspeed():
-    """DeepSpeed's estimator module functions, or a skip (a failure under CI, where the lab extra is installed)."""
-    try:
-        from deepspeed.runtime.zero import stage3, stage_1_and_2
-    except ImportError as err:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"DeepSpeed is not installed ({err}); `make test` installs it with the lab extra")
-    return stage_1_and_2, stage3
+    """DeepSpeed's estimator modules, or a skip (a failure under CI, where the lab extra is installed)."""
+    return need_module("deepspeed.runtime.zero.stage_1_and_2"), need_module("deepspeed.runtime.zero.stage3")
 
 
 # Buffer factors and node counts whose reciprocals are exact in binary: there DeepSpeed's float

@@ -2,23 +2,18 @@
 
 import json
 import multiprocessing
-import os
 import subprocess
 import sys
 
 import pytest
 
+from conftest import need_module
 from zero_lessons import lab
 from zero_lessons.lab import predict, report
 
 PSI = sum(predict.numel(s) for s in predict.shapes(predict.WIDTHS))
 
-try:
-    import torch  # noqa: F401
-except ImportError as err:
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("CI=true but torch is missing: `make test` installs the lab extra") from err
-    pytest.skip("torch is not installed; `make test` installs the lab extra", allow_module_level=True)
+need_module("torch")
 
 
 @pytest.fixture(scope="module")
