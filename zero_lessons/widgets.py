@@ -193,7 +193,3 @@ class Explorer:
         if self.gpus_slider.value != _nearest_step(settings.gpus):
             self._set_quietly(self.gpus_slider, _nearest_step(settings.gpus))
 
-
-def explorer_app(settings: explorer.Settings = explorer.Settings()) -> Explorer:
-    """Build the explorer, ready to display as a cell's result."""
-    return Explorer(settings)
