@@ -9,7 +9,7 @@ from .. import memory
 from ..recipes import FP32_ADAM
 from . import FIELDS, MODE_NAMES, Row, predict
 
-HEAD = ("framework", "N", "rank", "weights B", "gradients B", "optimizer B", "Adam steps B", "paper formula B",
+HEAD = ("framework", "N", "weights B", "gradients B", "optimizer B", "Adam steps B", "paper formula B",
         "sent (paper count)", "as predicted")
 
 
@@ -26,15 +26,24 @@ def sent(row: Row) -> str:
     return f"{elements} = {elements / psi:.3f}Ψ"
 
 
+def per_rank(values: list) -> str:
+    """One value when every rank agrees, else each rank's, in rank order: "7200 / 3120 / 1200 / 520"."""
+    return str(values[0]) if len(set(values)) == 1 else " / ".join(map(str, values))
+
+
 def cells(rows: list[Row]) -> list[list[str]]:
-    """The table as strings, one line per rank."""
-    return [[MODE_NAMES[r.mode], str(r.gpus), str(r.rank), *(str(r.measured[f]) for f in FIELDS), paper_total(r),
-             sent(r), "yes" if r.matches else "NO"] for r in rows]
+    """The table as strings, one line per framework and world size, ranks side by side where they differ."""
+    groups: dict[tuple[str, int], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.mode, row.gpus), []).append(row)
+    return [[MODE_NAMES[mode], str(gpus), *(per_rank([r.measured[f] for r in ranks]) for f in FIELDS),
+             paper_total(ranks[0]), per_rank([sent(r) for r in ranks]),
+             "yes" if all(r.matches for r in ranks) else "NO"] for (mode, gpus), ranks in groups.items()]
 
 
 def to_text(rows: list[Row]) -> str:
     """Aligned plain text."""
-    grid = [list(HEAD), *cells(rows)]
+    grid = [list(HEAD), *cells(rows)]  # one line per framework and N
     widths = [max(len(line[i]) for line in grid) for i in range(len(HEAD))]
     return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
                      .rstrip() for line in grid)
@@ -44,7 +53,7 @@ def to_html(rows: list[Row]) -> str:
     """An HTML table for the notebook."""
     head = "".join(f"<th>{escape(h)}</th>" for h in HEAD)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in line) + "</tr>" for line in cells(rows))
-    return f"<table class='zero-lab'><tr>{head}</tr>{body}</table>"
+    return f"<div style='overflow-x:auto'><table class='zero-lab'><tr>{head}</tr>{body}</table></div>"
 
 
 def to_dict(rows: list[Row]) -> list[dict]:
