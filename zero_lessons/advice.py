@@ -40,14 +40,19 @@ class Advice:
         return ds_config.zero_config(self.stage if self.stage is not None else Stage.ZERO3, self.offload,
                                      micro_batch=micro_batch)
 
+    @property
+    def headline(self) -> str:
+        """The choice in a few words: "use ZeRO-3 with optimizer offload", or "nothing fits"."""
+        if self.stage is None:
+            return "nothing fits"
+        return f"use {self.stage.label}" + (f" with {self.offload} offload" if self.offload != "none" else "")
+
     def to_html(self) -> str:
         """The advice as an HTML list, for the explorer."""
         from html import escape
 
-        pick = "nothing fits" if self.stage is None else f"use {self.stage.label}" + (
-            f" with {self.offload} offload" if self.offload != "none" else "")
         items = "".join(f"<li>{escape(r)}</li>" for r in self.reasons)
-        return f"<div class='zero-advice'><b>{escape(pick)}</b>: {escape(RULES[self.rule])}<ul>{items}</ul></div>"
+        return f"<div class='zero-advice'><b>{escape(self.headline)}</b>: {escape(RULES[self.rule])}<ul>{items}</ul></div>"
 
     def to_dict(self) -> dict:
         """Plain data for JSON: the choice, the rule, the numbers in bytes, and the reasons."""
@@ -57,13 +62,10 @@ class Advice:
                 "reasons": list(self.reasons)}
 
     def __repr__(self) -> str:
-        pick = "nothing fits" if self.stage is None else f"use {self.stage.label}" + (
-            f" with {self.offload} offload" if self.offload != "none" else "")
-        return "\n".join([f"{pick}: {RULES[self.rule]}", *(f"  - {r}" for r in self.reasons)])
+        return "\n".join([f"{self.headline}: {RULES[self.rule]}", *(f"  - {r}" for r in self.reasons)])
 
     def _repr_markdown_(self) -> str:
-        pick = "nothing fits" if self.stage is None else f"use **{self.stage.label}**" + (
-            f" with {self.offload} offload" if self.offload != "none" else "")
+        pick = self.headline if self.stage is None else self.headline.replace(self.stage.label, f"**{self.stage.label}**")
         return "\n".join([f"{pick}. {RULES[self.rule]}", "", *(f"- {r}" for r in self.reasons)])
 
 

@@ -7,6 +7,7 @@ about as fast as Python itself; sympy and matplotlib stay out of this path.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from fractions import Fraction
@@ -55,24 +56,17 @@ def _typed(read):
             return read(text)
         except (ValueError, TypeError) as err:
             raise argparse.ArgumentTypeError(str(err)) from None
-    convert.__name__ = read.__name__
+    convert.__name__ = getattr(read, "__name__", "value")
     return convert
 
-
-def _byte_count(text: str) -> Fraction:
-    """A bytes-per-parameter value such as "2" or "0.5": finite and ≥ 0."""
-    try:
-        value = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"must be a number ≥ 0 such as 2 or 0.5, got {text!r}") from None
-    return checks.amount("bytes per parameter", value)
 
 
 def _recipe_flags(sub: argparse.ArgumentParser) -> None:
     """Add --recipe and the three custom byte flags."""
     sub.add_argument("--recipe", choices=list(recipes.PRESETS), help="named recipe (default mixed-adam, 2 + 2 + 12 B)")
     for flag, what in (("--weight-bytes", "weights"), ("--grad-bytes", "gradients"), ("--optimizer-bytes", "optimizer state (K)")):
-        sub.add_argument(flag, type=_typed(_byte_count), metavar="B", help=f"custom bytes per parameter for {what}")
+        read = functools.partial(units.parse_bytes_per_param, field=flag.lstrip("-").replace("-", "_"))
+        sub.add_argument(flag, type=_typed(read), metavar="B", help=f"custom bytes per parameter for {what}")
     sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -84,7 +78,7 @@ def build_parser() -> Parser:
     table = subs.add_parser("table", help="per-GPU memory of every stage for one model",
                             epilog=EXAMPLES, formatter_class=Formatter)
     table.add_argument("--params", required=True, type=_typed(_param_count), help='parameter count Ψ, e.g. "7.5B"')
-    table.add_argument("--gpus", required=True, type=_typed(_gpu_count), help="data-parallel GPUs N_d")
+    table.add_argument("--gpus", required=True, type=_typed(units.parse_gpus), help="data-parallel GPUs N_d")
     table.add_argument("--unit", default="GB", type=_typed(units.unit_name), help="GB (10**9, default) or GiB (2**30)")
     table.add_argument("--padded", action="store_true", help="split ceil(Ψ/N) elements per rank, as real code does")
     _recipe_flags(table)
@@ -93,18 +87,18 @@ def build_parser() -> Parser:
                           epilog=EXAMPLES, formatter_class=Formatter)
     fit.add_argument("--memory", required=True, type=_typed(_memory),
                      help='memory per GPU, e.g. "80GB" or "80GiB"')
-    fit.add_argument("--gpus", required=True, type=_typed(_gpu_count), help="data-parallel GPUs N_d")
+    fit.add_argument("--gpus", required=True, type=_typed(units.parse_gpus), help="data-parallel GPUs N_d")
     _recipe_flags(fit)
     fit.set_defaults(sub=fit)
     advise = subs.add_parser("advise", help="lowest stage that fits, by the article's rules, with a DeepSpeed config",
                              epilog=EXAMPLES, formatter_class=Formatter)
     advise.add_argument("--params", required=True, type=_typed(_param_count), help='parameter count Ψ, e.g. "13B"')
-    advise.add_argument("--gpus", required=True, type=_typed(_gpu_count), help="data-parallel GPUs N_d")
+    advise.add_argument("--gpus", required=True, type=_typed(units.parse_gpus), help="data-parallel GPUs N_d")
     advise.add_argument("--gpu-memory", required=True, type=_typed(_memory), help='memory per GPU, e.g. "40GB"')
     advise.add_argument("--activations", default=Fraction(0), type=_typed(_size_or_zero),
                         help='activation memory per GPU, e.g. "12GB" (default 0: model state only)')
     advise.add_argument("--cpu-memory", type=_typed(_memory), help='host memory per node, to consider offload, e.g. "512GB"')
-    advise.add_argument("--gpus-per-node", default=8, type=_typed(_gpu_count), help="GPUs sharing a node's host memory")
+    advise.add_argument("--gpus-per-node", default=8, type=_typed(units.parse_gpus), help="GPUs sharing a node's host memory")
     advise.add_argument("--ds-config", metavar="FILE", help="write the DeepSpeed config for the choice to FILE")
     _recipe_flags(advise)
     advise.set_defaults(sub=advise)
@@ -141,12 +135,6 @@ def _size_or_zero(text: str) -> Fraction:
     """An activation size such as "12GB", or 0."""
     return Fraction(0) if text.strip() == "0" else units.as_bytes("activations", text)
 
-
-def _gpu_count(text: str) -> int:
-    """A GPU count: digits only, from 1 to a million."""
-    if not text.strip().isdigit():
-        raise ValueError(f"gpus must be a whole number from 1 to {checks.MAX_GPUS:,}, got {text!r}")
-    return checks.gpus(int(text))
 
 
 def _chosen_recipe(args, parser: Parser) -> recipes.Recipe:

@@ -102,8 +102,11 @@ def plot_memory_bars(view: View) -> str:
 def plot_scaling(view: View) -> str:
     """SVG: per-GPU memory against GPU count, log-log, one curve per stage, budget and current N marked."""
     s = view.settings
-    series = {stage.label: [float(units.in_unit(memory.cost_per_param(n, stage, s.recipe) * s.params, s.unit))
-                            for n in SCALING_GPUS] for stage in Stage}
+    size = units.unit_size(s.unit)
+    series = {}
+    for stage in Stage:  # kept + split/N per parameter: split the recipe once per stage, not once per point
+        kept, split = memory.kept_and_split(stage, s.recipe)
+        series[stage.label] = [float((kept + split / n) * s.params / size) for n in SCALING_GPUS]
     return svg.line_chart(list(SCALING_GPUS), series, COLOURS, title="per-GPU model state as GPUs are added",
                           xlabel="GPUs", ylabel=s.unit, line=float(units.in_unit(s.budget, s.unit)), marker=s.gpus)
 

@@ -56,10 +56,17 @@ def saving(params: int, gpus: int, stage: Stage | int | str, recipe: Recipe | st
     return 1 - per_gpu(params, gpus, stage, recipe).total / baseline
 
 
+def kept_and_split(stage: Stage | int | str, recipe: Recipe | str = MIXED_ADAM) -> tuple[Fraction, Fraction]:
+    """Bytes per parameter that `stage` keeps whole on every GPU, and bytes it splits across them."""
+    stage, recipe = as_stage(stage), get(recipe)
+    kept = sum((Fraction(recipe.bytes_for(s)) for s in STATES if not stage.partitions(s)), Fraction(0))
+    return kept, Fraction(recipe.total_bytes) - kept
+
+
 def cost_per_param(gpus: int, stage: Stage | int | str, recipe: Recipe | str = MIXED_ADAM) -> Fraction:
     """Bytes one GPU holds per model parameter: replicated states in full, partitioned ones over N."""
-    gpus, stage, recipe = checks.gpus(gpus), as_stage(stage), get(recipe)
-    return sum((Fraction(recipe.bytes_for(s)) / (gpus if stage.partitions(s) else 1) for s in STATES), Fraction(0))
+    kept, split = kept_and_split(stage, recipe)
+    return kept + split / checks.gpus(gpus)
 
 
 def max_params(memory, gpus: int, stage: Stage | int | str, recipe: Recipe | str = MIXED_ADAM) -> int | None:
@@ -71,10 +78,9 @@ def max_params(memory, gpus: int, stage: Stage | int | str, recipe: Recipe | str
 
 def min_gpus(params: int, memory, stage: Stage | int | str, recipe: Recipe | str = MIXED_ADAM) -> int | None:
     """Fewest GPUs at which the model state fits in `memory` bytes each; None when no count suffices."""
-    params, stage, recipe = checks.params(params), as_stage(stage), get(recipe)
-    budget = units.as_bytes("memory", memory)
-    replicated = sum((Fraction(recipe.bytes_for(s)) for s in STATES if not stage.partitions(s)), Fraction(0)) * params
-    split = sum((Fraction(recipe.bytes_for(s)) for s in stage.partitioned), Fraction(0)) * params
+    params, budget = checks.params(params), units.as_bytes("memory", memory)
+    kept, split = kept_and_split(stage, recipe)
+    replicated, split = kept * params, split * params
     if split == 0:
         return 1 if replicated <= budget else None
     if replicated >= budget:  # the copied states alone fill the card, however many GPUs share the rest

@@ -132,3 +132,19 @@ def as_rate(field: str, value) -> Fraction:
     if isinstance(value, str):
         value = parse_bandwidth(value, field=field)
     return checks.amount(field, value, positive=True)
+
+
+def parse_gpus(text: str, *, field: str = "gpus") -> int:
+    """Read a GPU count typed as digits, from 1 to a million."""
+    if not isinstance(text, str) or not text.strip().isdigit():
+        raise ValueError(f"{field} must be a whole number from 1 to {checks.MAX_GPUS:,}, got {text!r}")
+    return checks.whole(field, int(text), high=checks.MAX_GPUS)
+
+
+def parse_bytes_per_param(text: str, *, field: str = "bytes per parameter") -> Fraction:
+    """Read a bytes-per-parameter value typed as a decimal or a fraction ("2", "0.5", "1/2"): finite and ≥ 0."""
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError, AttributeError):
+        raise ValueError(f"{field} must be a number ≥ 0 such as 2 or 0.5, got {text!r}") from None
+    return checks.amount(field, value)

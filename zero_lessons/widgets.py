@@ -7,7 +7,6 @@ inline message next to the control it cannot read, or redraws every view from `c
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import ipywidgets as w
 
@@ -28,20 +27,6 @@ def _nearest_step(gpus: int) -> int:
     return min(explorer.GPU_STEPS, key=lambda step: abs(math.log(step) - math.log(gpus)))
 
 
-def _read_gpus(text: str) -> int:
-    """A GPU count typed as digits."""
-    if not text.strip().isdigit():
-        raise ValueError(f"gpus must be a whole number from 1 to {checks.MAX_GPUS:,}, got {text!r}")
-    return checks.gpus(int(text))
-
-
-def _read_bytes(name: str, text: str) -> Fraction:
-    """A bytes-per-parameter value typed as a decimal or fraction."""
-    try:
-        value = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{name} must be a number ≥ 0 such as 2 or 0.5, got {text!r}") from None
-    return checks.amount(name, value)
 
 
 class Explorer:
@@ -139,11 +124,11 @@ class Explorer:
         """Settings from the controls, or None with a message per control that cannot be read."""
         errors, got = {}, {}
         readers = {"params": lambda: checks.params(units.parse_count(self.params_text.value)),
-                   "gpus": lambda: _read_gpus(self.gpus_text.value),
+                   "gpus": lambda: units.parse_gpus(self.gpus_text.value),
                    "budget": lambda: units.as_bytes("memory", self.budget.value),
                    "bandwidth": lambda: units.as_rate("bandwidth", self.bandwidth.value)}
         if self.recipe.value == "custom":
-            readers |= {k: (lambda k=k: _read_bytes(k, self.custom[k].value)) for k in _CUSTOM}
+            readers |= {k: (lambda k=k: units.parse_bytes_per_param(self.custom[k].value, field=k)) for k in _CUSTOM}
         for key, read in readers.items():
             try:
                 got[key] = read()

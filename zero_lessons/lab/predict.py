@@ -34,6 +34,11 @@ def numel(shape: tuple[int, ...]) -> int:
     return prod(shape)
 
 
+def param_count(widths: tuple[int, ...] = WIDTHS) -> int:
+    """Ψ for an MLP with these widths (1,505 for the lab's model)."""
+    return sum(numel(s) for s in shapes(widths))
+
+
 def chunk_rows(rows: int, gpus: int, rank: int) -> int:
     """Rows `rank` gets when torch.chunk cuts `rows` into `gpus` pieces of ceil(rows/gpus)."""
     size = -(-rows // gpus)
@@ -57,7 +62,7 @@ def zero_redundancy_owner(param_shapes: list[tuple[int, ...]], gpus: int) -> lis
 
 def held(mode: str, widths: tuple[int, ...], gpus: int, rank: int) -> dict[str, int]:
     """Predicted bytes this rank holds after the optimizer step, for fp32 Adam (4 + 4 + 8 bytes)."""
-    ps, psi = shapes(widths), sum(numel(s) for s in shapes(widths))
+    ps, psi = shapes(widths), param_count(widths)
     if mode == "ddp":
         state = memory.per_gpu(psi, gpus, Stage.DP, FP32_ADAM)
         return {"weights": int(state.weights), "gradients": int(state.gradients), "optimizer": int(state.optimizer),
@@ -74,8 +79,7 @@ def held(mode: str, widths: tuple[int, ...], gpus: int, rank: int) -> dict[str, 
 
 def traffic(mode: str, widths: tuple[int, ...], gpus: int) -> dict[str, int]:
     """Predicted elements per collective in one step (full-tensor sizes, before the paper's ×2 for all-reduce)."""
-    ps = shapes(widths)
-    psi = sum(numel(s) for s in ps)
+    ps, psi = shapes(widths), param_count(widths)
     if mode == "ddp":
         return {"all_reduce": psi}
     if mode == "zero_redundancy_optimizer":

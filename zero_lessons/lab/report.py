@@ -15,13 +15,12 @@ HEAD = ("framework", "N", "weights B", "gradients B", "optimizer B", "Adam steps
 
 def paper_total(row: Row) -> str:
     """The paper's per-GPU bytes (fp32 Adam, even split, no padding) for the mode's nearest stage."""
-    psi = sum(predict.numel(s) for s in predict.shapes(predict.WIDTHS))
-    return f"{float(memory.per_gpu(psi, row.gpus, predict.paper_stage(row.mode), FP32_ADAM).total):g}"
+    return f"{float(memory.per_gpu(predict.param_count(), row.gpus, predict.paper_stage(row.mode), FP32_ADAM).total):g}"
 
 
 def sent(row: Row) -> str:
     """Elements sent in the step, by the paper's count (all-reduce counted twice), as a multiple of Ψ."""
-    psi = sum(predict.numel(s) for s in predict.shapes(predict.WIDTHS))
+    psi = predict.param_count()
     elements = sum((2 if op == "all_reduce" else 1) * n for op, n in row.measured["traffic"].items())
     return f"{elements} = {elements / psi:.3f}Ψ"
 
