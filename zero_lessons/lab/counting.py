@@ -8,19 +8,24 @@ counters are reported apart from the optimizer state proper.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections import defaultdict
 
 import torch
 import torch.distributed as dist
 
-#: Collectives as the paper counts them: an all-reduce of n elements sends 2n, the others n.
-PAPER_MULTIPLE = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1, "broadcast": 1}
+#: Collectives as the paper counts them: an all-reduce of n elements sends 2n, the others n. A reduce
+#: to one rank costs what that rank's share of a reduce-scatter costs: n.
+PAPER_MULTIPLE = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1, "broadcast": 1, "reduce": 1}
 #: torch.distributed function -> (collective, position and keyword of the argument with the full-size tensor)
 PATCHED = {"all_reduce": ("all_reduce", 0, "tensor"), "broadcast": ("broadcast", 0, "tensor"),
+           "reduce": ("reduce", 0, "tensor"),
            "all_gather_single": ("all_gather", 0, "output_tensor"),
            "all_gather_into_tensor": ("all_gather", 0, "output_tensor"),
            "reduce_scatter_single": ("reduce_scatter", 1, "input"),
            "reduce_scatter_tensor": ("reduce_scatter", 1, "input")}
+#: DeepSpeed's torch backend keeps its own references to these two, taken when it starts.
+DEEPSPEED_BOUND = ("all_gather_function", "reduce_scatter_function")
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:
@@ -42,6 +47,23 @@ def storage_bytes(tensors) -> int:
     return sum(seen.values())
 
 
+def by_field(groups: dict[str, list]) -> dict[str, int]:
+    """Bytes per field of the distinct storages in `groups`; a storage counts once, in the first field that names it."""
+    seen: set[int] = set()
+    out = {}
+    for field, tensors in groups.items():
+        fresh = []
+        for tensor in tensors:
+            if tensor is None or _local(tensor).is_meta:
+                continue
+            pointer = _local(tensor).untyped_storage().data_ptr()
+            if pointer not in seen:
+                seen.add(pointer)
+                fresh.append(tensor)
+        out[field] = storage_bytes(fresh)
+    return out
+
+
 def held(model: torch.nn.Module, optimizer) -> dict[str, int]:
     """Bytes this rank holds in parameters, gradients, optimizer state, and Adam step counters."""
     params = list(model.parameters())
@@ -49,7 +71,7 @@ def held(model: torch.nn.Module, optimizer) -> dict[str, int]:
              if torch.is_tensor(v) and k != "step"]
     steps = [v for s in _optimizer_state(optimizer).values() for k, v in s.items() if torch.is_tensor(v) and k == "step"]
     return {"weights": storage_bytes(params), "gradients": storage_bytes(p.grad for p in params),
-            "optimizer": storage_bytes(state), "step_counters": storage_bytes(steps)}
+            "optimizer": storage_bytes(state), "step_counters": storage_bytes(steps), "other": 0}
 
 
 def _optimizer_state(optimizer) -> dict:
@@ -65,6 +87,7 @@ class CommCounter:
         self.elements: dict[str, int] = defaultdict(int)
         self.nbytes: dict[str, int] = defaultdict(int)
         self.calls: dict[str, int] = defaultdict(int)
+        self.messages: list[tuple[str, int, str]] = []  #: (collective, elements, dtype) per call, in order
 
     def record(self, op: str, tensor: torch.Tensor) -> None:
         """Add one collective over `tensor` (its full, not its per-rank, size)."""
@@ -72,6 +95,12 @@ class CommCounter:
         self.elements[op] += tensor.numel()
         self.nbytes[op] += tensor.numel() * tensor.element_size()
         self.calls[op] += 1
+        self.messages.append((op, tensor.numel(), str(tensor.dtype).removeprefix("torch.")))
+
+    def totals(self) -> dict:
+        """What was counted, as plain data: elements, bytes and calls per collective, and every message."""
+        return {"elements": dict(self.elements), "bytes": dict(self.nbytes), "calls": dict(self.calls),
+                "messages": list(self.messages), "paper_elements": self.paper_elements()}
 
     def paper_elements(self) -> int:
         """Elements sent per rank by the paper's count (all-reduce twice, the others once)."""
@@ -79,8 +108,18 @@ class CommCounter:
 
     @contextlib.contextmanager
     def counting(self):
-        """Patch torch.distributed's collectives to record every call, and undo it afterwards."""
+        """Patch torch.distributed's collectives to record every call, and undo it afterwards.
+
+        DeepSpeed's backend took its own references to all-gather and reduce-scatter when it
+        started; where DeepSpeed is loaded, those two are patched as well.
+        """
         originals = {name: getattr(dist, name) for name in PATCHED if hasattr(dist, name)}
+        backend = getattr(sys.modules.get("deepspeed.comm.comm"), "cdb", None)
+        bound = {attr: getattr(backend, attr) for attr in DEEPSPEED_BOUND if getattr(backend, attr, None) is not None}
+        by_function = {function: name for name, function in originals.items()}
+        unknown = [attr for attr, function in bound.items() if function not in by_function]
+        if unknown:  # counting would silently miss these calls
+            raise RuntimeError(f"cannot count DeepSpeed's {', '.join(unknown)}: not a torch.distributed collective")
 
         def wrap(name, function):
             op, position, keyword = PATCHED[name]
@@ -93,10 +132,14 @@ class CommCounter:
         try:
             for name, function in originals.items():
                 setattr(dist, name, wrap(name, function))
+            for attr, function in bound.items():
+                setattr(backend, attr, wrap(by_function[function], function))
             yield self
         finally:
             for name, function in originals.items():
                 setattr(dist, name, function)
+            for attr, function in bound.items():
+                setattr(backend, attr, function)
 
     @staticmethod
     def ddp_hook(state, bucket):

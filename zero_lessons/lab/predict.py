@@ -66,15 +66,15 @@ def held(mode: str, widths: tuple[int, ...], gpus: int, rank: int) -> dict[str, 
     if mode == "ddp":
         state = memory.per_gpu(psi, gpus, Stage.DP, FP32_ADAM)
         return {"weights": int(state.weights), "gradients": int(state.gradients), "optimizer": int(state.optimizer),
-                "step_counters": FP32 * len(ps)}
+                "step_counters": FP32 * len(ps), "other": 0}
     if mode == "zero_redundancy_optimizer":
         mine = [s for s, r in zip(ps, zero_redundancy_owner(ps, gpus)) if r == rank]
         return {"weights": FP32 * psi, "gradients": FP32 * psi, "optimizer": 2 * FP32 * sum(numel(s) for s in mine),
-                "step_counters": FP32 * len(mine)}
+                "step_counters": FP32 * len(mine), "other": 0}
     padded = sum(fsdp_padded(s, gpus) for s in ps)
     local = sum(chunk_rows(s[0], gpus, rank) * numel(s[1:]) for s in ps)
     return {"weights": FP32 * padded, "gradients": FP32 * padded, "optimizer": 2 * FP32 * local,
-            "step_counters": FP32 * len(ps)}
+            "step_counters": FP32 * len(ps), "other": 0}
 
 
 def traffic(mode: str, widths: tuple[int, ...], gpus: int) -> dict[str, int]:

@@ -7,15 +7,20 @@ from html import escape
 
 from .. import memory
 from ..recipes import FP32_ADAM
-from . import FIELDS, MODE_NAMES, Row, predict
+from . import FIELDS, MODE_NAMES, Row, ds_predict, predict
 
-HEAD = ("framework", "N", "weights B", "gradients B", "optimizer B", "Adam steps B", "paper formula B",
+HEAD = ("framework", "N", "weights B", "gradients B", "optimizer B", "Adam steps B", "other B", "paper formula B",
         "sent (paper count)", "as predicted")
 
 
 def paper_total(row: Row) -> str:
-    """The paper's per-GPU bytes (fp32 Adam, even split, no padding) for the mode's nearest stage."""
-    return f"{float(memory.per_gpu(predict.param_count(), row.gpus, predict.paper_stage(row.mode), FP32_ADAM).total):g}"
+    """The paper's per-GPU bytes (even split, no padding) for the mode's nearest stage and its recipe:
+    fp32 Adam for the PyTorch modes, bf16 mixed precision (2 + 2 + 12) for DeepSpeed."""
+    if row.mode in ds_predict.ZERO_CONFIG:
+        stage, recipe = ds_predict.paper_stage(row.mode), ds_predict.RECIPE
+    else:
+        stage, recipe = predict.paper_stage(row.mode), FP32_ADAM
+    return f"{float(memory.per_gpu(predict.param_count(), row.gpus, stage, recipe).total):g}"
 
 
 def sent(row: Row) -> str:
@@ -66,6 +71,11 @@ class Report:
     """A lab run's rows, shown as a table in a notebook."""
 
     rows: tuple[Row, ...]  #: one per framework, world size and rank
+
+    @classmethod
+    def of(cls, rows, modes) -> "Report":
+        """The report for just these modes (e.g. `lab.DEEPSPEED_NAMES`), in the lab's order."""
+        return cls(tuple(r for r in rows if r.mode in modes))
 
     def __repr__(self) -> str:
         return to_text(list(self.rows))

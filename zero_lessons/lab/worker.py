@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import os
 import traceback
+from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
 
 from .counting import CommCounter, held
+from .ds_predict import ZERO_CONFIG
 from .predict import WIDTHS
-#: The modes a rank can run, in the order the lab reports them.
-MODES = ("ddp", "zero_redundancy_optimizer", "fsdp_reshard", "fsdp_no_reshard", "fsdp_bf16")
+
+#: The modes a rank can run, in the order the lab reports them: PyTorch's, then DeepSpeed's.
+TORCH_MODES = ("ddp", "zero_redundancy_optimizer", "fsdp_reshard", "fsdp_no_reshard", "fsdp_bf16")
+MODES = TORCH_MODES + tuple(ZERO_CONFIG)
+#: Steps trained per mode. The last is measured: by then Adam's state exists and DeepSpeed's stage 3
+#: has recorded the order in which modules run (it does so in the first two steps) and prefetches.
+STEPS = 3
 
 
 def build_model() -> torch.nn.Module:
@@ -24,9 +31,7 @@ def build_model() -> torch.nn.Module:
 
 
 def wrap(mode: str, model: torch.nn.Module, counter: CommCounter):
-    """Wrap `model` for `mode` and return (model, optimizer)."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    """Wrap `model` for a PyTorch `mode` and return (model, optimizer)."""
     if mode in ("ddp", "zero_redundancy_optimizer"):
         model = torch.nn.parallel.DistributedDataParallel(model)
         model.register_comm_hook(None, counter.ddp_hook)
@@ -55,22 +60,48 @@ def step(model, optimizer, rank: int) -> None:
 
 
 def measure(mode: str, rank: int) -> dict:
-    """Train two steps under `mode`; count state after the second optimizer step, and traffic in that step."""
-    counter = CommCounter()
-    model, optimizer = wrap(mode, build_model(), counter)
-    step(model, optimizer, rank)  # the first step creates Adam's state
-    with counter.counting():
-        step(model, optimizer, rank)
-    return {"mode": mode, "rank": rank, "held": held(model, optimizer), "elements": dict(counter.elements),
-            "bytes": dict(counter.nbytes), "calls": dict(counter.calls), "paper_elements": counter.paper_elements()}
+    """Train STEPS steps under `mode`; count traffic in the first and the last step, and what the last one holds.
+
+    PyTorch modes are counted after the optimizer step, where the gradients are still in place;
+    DeepSpeed modes after the backward pass, because `engine.step()` frees the gradients.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    first, last = CommCounter(), CommCounter()
+    if mode in ZERO_CONFIG:
+        from . import ds_worker
+
+        engine = ds_worker.build(mode, build_model())
+        train = lambda number: ds_worker.step(engine, rank, snapshot=number == STEPS)  # noqa: E731
+    else:
+        model, optimizer = wrap(mode, build_model(), first)
+        train = lambda number: step(model, optimizer, rank)  # noqa: E731
+    for number in range(1, STEPS + 1):
+        counting = first.counting() if number == 1 else last.counting() if number == STEPS else nullcontext()
+        with counting:
+            found = train(number)
+    if mode in ZERO_CONFIG:
+        engine.destroy()
+    else:
+        found = held(model, optimizer)
+    totals = last.totals()
+    return {"mode": mode, "rank": rank, "held": found, **totals, "first_step": first.totals()}
 
 
-def run(rank: int, world: int, port: int, modes: tuple[str, ...], results) -> None:
-    """Entry point of one rank: join the group on 127.0.0.1, measure every mode, report, and leave cleanly."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def run(rank: int, world: int, port: int, modes: tuple[str, ...], results, extensions: str) -> None:
+    """Entry point of one rank: join the group on 127.0.0.1, measure every mode, report, and leave cleanly.
+
+    `extensions` is where DeepSpeed builds and keeps its small C++ extension (TORCH_EXTENSIONS_DIR).
+    """
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world), TORCH_EXTENSIONS_DIR=extensions)
     torch.set_num_threads(1)
     try:
         dist.init_process_group("gloo", rank=rank, world_size=world)
+        if any(mode in ZERO_CONFIG for mode in modes):
+            from . import ds_worker
+
+            ds_worker.start()
         for mode in modes:
             results.put(("ok", measure(mode, rank)))
             dist.barrier()
