@@ -102,7 +102,7 @@ def build_parser() -> Parser:
     advise.add_argument("--ds-config", metavar="FILE", help="write the DeepSpeed config for the choice to FILE")
     _recipe_flags(advise)
     advise.set_defaults(sub=advise)
-    lab = subs.add_parser("lab", help="measure real PyTorch runs on CPU ranks against the predictions (needs the lab extra)",
+    lab = subs.add_parser("lab", help="measure real PyTorch and DeepSpeed runs on CPU ranks against the predictions (needs the lab extra)",
                           formatter_class=Formatter)
     lab.add_argument("--ranks", default="1,2,4", type=_typed(_rank_list), help="world sizes to run, e.g. 1,2,4")
     lab.add_argument("--json", action="store_true", help="print one JSON object instead of text")

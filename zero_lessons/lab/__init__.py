@@ -23,10 +23,10 @@ TORCH_NAMES = {"ddp": "DDP", "zero_redundancy_optimizer": "ZeroRedundancyOptimiz
                "fsdp_reshard": "FSDP2 fully_shard", "fsdp_no_reshard": "FSDP2, reshard_after_forward=False",
                "fsdp_bf16": "FSDP2, bf16 MixedPrecisionPolicy"}
 DEEPSPEED_NAMES = {"ds_zero0": "DeepSpeed ZeRO-0", "ds_zero1": "DeepSpeed ZeRO-1", "ds_zero2": "DeepSpeed ZeRO-2",
-                   "ds_zero2_reduce": "DeepSpeed ZeRO-2, use_multi_rank_bucket_allreduce=False",
-                   "ds_zero3": "DeepSpeed ZeRO-3, persistence threshold 0",
-                   "ds_zero3_no_reuse": "DeepSpeed ZeRO-3, no reuse, no prefetch",
-                   "ds_zero3_persistent": "DeepSpeed ZeRO-3, default persistence threshold"}
+                   "ds_zero2_reduce": "DeepSpeed ZeRO-2, reduce to owners",
+                   "ds_zero3": "DeepSpeed ZeRO-3, all sharded",
+                   "ds_zero3_no_reuse": "DeepSpeed ZeRO-3, no reuse or prefetch",
+                   "ds_zero3_persistent": "DeepSpeed ZeRO-3, default threshold"}
 MODE_NAMES = TORCH_NAMES | DEEPSPEED_NAMES
 FIELDS = ("weights", "gradients", "optimizer", "step_counters", "other")
 
