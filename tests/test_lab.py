@@ -3,8 +3,11 @@ the predictions, and where the real code departs from the paper's formula, the t
 
 import json
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -196,3 +199,53 @@ def test_parent_never_imports_torch_and_cli_runs_the_lab():
     assert len(data["rows"]) == len(lab.MODE_NAMES) and all(r["matches"] for r in data["rows"])
     bad = subprocess.run([sys.executable, "-m", "zero_lessons", "lab", "--ranks", "1,99"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--ranks" in bad.stderr
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of `pid`, read from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, parent in parents.items() if parent in frontier]
+        found += kids
+        frontier = kids
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+@pytest.mark.parametrize("whole_group", [True, False], ids=["terminal-ctrl-c", "kernel-interrupt"])
+def test_ctrl_c_stops_the_lab_and_leaves_no_process_behind(whole_group):
+    """A terminal's Ctrl-C reaches every process in the foreground group; Jupyter's "interrupt kernel" reaches only
+    the kernel, so then the parent alone must stop the ranks."""
+    proc = subprocess.Popen([sys.executable, "-m", "zero_lessons", "lab", "--ranks", "4"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline, kids = time.monotonic() + 60, []
+    while time.monotonic() < deadline and len(kids) < 5:  # four ranks and multiprocessing's resource tracker
+        kids = _children(proc.pid)
+        time.sleep(0.2)
+    assert len(kids) >= 4, kids
+    time.sleep(3)  # the ranks are importing torch or training by now
+    (os.killpg if whole_group else os.kill)(proc.pid, signal.SIGINT)
+    interrupted = time.monotonic()
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert time.monotonic() - interrupted < 10  # stopped, not left to finish the lab (about 20 s on 4 ranks)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(k) for k in kids):
+        time.sleep(0.2)
+    assert [k for k in kids if _alive(k)] == []
