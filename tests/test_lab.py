@@ -146,6 +146,8 @@ def test_deepspeed_stage_3_shards_each_parameter_evenly_and_reuses_gathered_para
     assert steady["first_step_traffic"]["all_gather"] == 2 * gpus * piece
     no_reuse = by(rows, "ds_zero3_no_reuse", gpus)[0].measured["traffic"]
     assert no_reuse == {"all_gather": 2 * gpus * piece, "reduce_scatter": gpus * piece, "all_reduce": 1}  # the 3Ψ
+    # The reuse distance alone changes nothing here: the prefetcher already passed every backward use.
+    assert by(rows, "ds_zero3_reuse0", gpus)[0].measured["messages"] == by(rows, "ds_zero3", gpus)[0].measured["messages"]
 
 
 @pytest.mark.parametrize("gpus", [2, 4])

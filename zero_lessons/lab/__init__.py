@@ -25,6 +25,7 @@ TORCH_NAMES = {"ddp": "DDP", "zero_redundancy_optimizer": "ZeroRedundancyOptimiz
 DEEPSPEED_NAMES = {"ds_zero0": "DeepSpeed ZeRO-0", "ds_zero1": "DeepSpeed ZeRO-1", "ds_zero2": "DeepSpeed ZeRO-2",
                    "ds_zero2_reduce": "DeepSpeed ZeRO-2, reduce to owners",
                    "ds_zero3": "DeepSpeed ZeRO-3, all sharded",
+                   "ds_zero3_reuse0": "DeepSpeed ZeRO-3, reuse distance 0",
                    "ds_zero3_no_reuse": "DeepSpeed ZeRO-3, no reuse or prefetch",
                    "ds_zero3_persistent": "DeepSpeed ZeRO-3, default threshold"}
 MODE_NAMES = TORCH_NAMES | DEEPSPEED_NAMES

@@ -29,6 +29,7 @@ ZERO_CONFIG = {
     "ds_zero2": {"stage": 2},
     "ds_zero2_reduce": {"stage": 2, "use_multi_rank_bucket_allreduce": False},
     "ds_zero3": {"stage": 3, "stage3_param_persistence_threshold": 0},
+    "ds_zero3_reuse0": {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0},
     "ds_zero3_no_reuse": {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0,
                           "stage3_prefetch_bucket_size": 0},
     "ds_zero3_persistent": {"stage": 3},  # DeepSpeed's default threshold: parameters under 100,000 elements stay whole
@@ -106,7 +107,9 @@ def messages(mode: str, widths: tuple[int, ...], gpus: int) -> list[tuple[str, i
     pieces = gpus * sum(shard(n, gpus) for n in sizes)
     out = [("reduce_scatter", pieces, "bfloat16"), ("all_reduce", 1, "float64")]  # gradients, gradient norm
     if gpus > 1:  # on one rank, DeepSpeed makes each parameter a view of its piece instead of gathering
-        if mode == "ds_zero3":  # prefetched in one go, kept from the forward pass to the backward pass
+        if mode in ("ds_zero3", "ds_zero3_reuse0"):
+            # Prefetched in one go and kept from the forward pass to the backward pass: a parameter whose later
+            # use the prefetcher has already passed is never released, whatever the reuse distance.
             out.append(("all_gather", pieces, "bfloat16"))
         elif mode == "ds_zero3_no_reuse":  # layer by layer, in the forward pass and again in the backward pass
             out += 2 * [("all_gather", gpus * sum(shard(n, gpus) for n in layer), "bfloat16")
