@@ -201,6 +201,17 @@ def test_parent_never_imports_torch_and_cli_runs_the_lab():
     assert len(data["rows"]) == len(lab.MODE_NAMES) and all(r["matches"] for r in data["rows"])
     bad = subprocess.run([sys.executable, "-m", "zero_lessons", "lab", "--ranks", "1,99"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--ranks" in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", "zero_lessons", "lab", "--modes", "ds_zero9"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--modes" in bad.stderr and "ds_zero3" in bad.stderr
+
+
+def test_cli_runs_chosen_modes_only():
+    out = subprocess.run([sys.executable, "-m", "zero_lessons", "lab", "--ranks", "2", "--modes", "ds_zero3,ddp", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out.stdout)["rows"]
+    assert [(r["mode"], r["rank"]) for r in rows] == [("ddp", 0), ("ddp", 1), ("ds_zero3", 0), ("ds_zero3", 1)]
+    assert all(r["matches"] for r in rows)
 
 
 def _children(pid: int) -> list[int]:

@@ -105,6 +105,8 @@ def build_parser() -> Parser:
     lab = subs.add_parser("lab", help="measure real PyTorch and DeepSpeed runs on CPU ranks against the predictions (needs the lab extra)",
                           formatter_class=Formatter)
     lab.add_argument("--ranks", default="1,2,4", type=_typed(_rank_list), help="world sizes to run, e.g. 1,2,4")
+    lab.add_argument("--modes", default="all", type=_typed(_mode_list),
+                     help="setups to run: all, pytorch, deepspeed, or a comma-separated list such as ddp,ds_zero3")
     lab.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     subs.add_parser("recipes", help="list the named recipes", formatter_class=Formatter)
     return top
@@ -124,6 +126,20 @@ def _rank_list(text: str) -> tuple[int, ...]:
     for size in sizes:
         checks.whole("ranks", size, high=8)
     return sizes
+
+
+def _mode_list(text: str) -> tuple[str, ...]:
+    """Lab setups: "all", "pytorch", "deepspeed", or a comma-separated list of mode names, in the lab's order."""
+    from . import lab
+
+    groups = {"all": tuple(lab.MODE_NAMES), "pytorch": tuple(lab.TORCH_NAMES), "deepspeed": tuple(lab.DEEPSPEED_NAMES)}
+    chosen: set[str] = set()
+    for part in text.split(","):
+        if part not in groups and part not in lab.MODE_NAMES:
+            raise ValueError(f"modes must be all, pytorch, deepspeed or a list of {', '.join(lab.MODE_NAMES)}; "
+                             f"got {part!r}")
+        chosen.update(groups.get(part, (part,)))
+    return tuple(mode for mode in lab.MODE_NAMES if mode in chosen)
 
 
 def _memory(text: str) -> Fraction:
@@ -208,7 +224,7 @@ def _lab(args) -> int:
     from . import lab
     from .lab import report
 
-    rows, seconds = lab.run(args.ranks)
+    rows, seconds = lab.run(args.ranks, args.modes)
     _emit({"rows": report.to_dict(rows), "wall_seconds": round(seconds, 1)} if args.json
           else f"{report.to_text(rows)}\n\nwall time {seconds:.1f} s for ranks {args.ranks}")
     return 0 if all(r.matches for r in rows) else 1
