@@ -70,8 +70,8 @@ def held(model: torch.nn.Module, optimizer) -> dict[str, int]:
     state = [v for s in _optimizer_state(optimizer).values() for k, v in s.items()
              if torch.is_tensor(v) and k != "step"]
     steps = [v for s in _optimizer_state(optimizer).values() for k, v in s.items() if torch.is_tensor(v) and k == "step"]
-    return {"weights": storage_bytes(params), "gradients": storage_bytes(p.grad for p in params),
-            "optimizer": storage_bytes(state), "step_counters": storage_bytes(steps), "other": 0}
+    return by_field({"weights": params, "gradients": [p.grad for p in params], "optimizer": state,
+                     "step_counters": steps, "other": []})
 
 
 def _optimizer_state(optimizer) -> dict:

@@ -18,9 +18,11 @@ from ..recipes import MIXED_ADAM, Recipe
 from ..stages import Stage
 from .predict import numel, shapes
 
-BF16, FP32 = 2, 4
-#: Bytes per parameter element: fp32 master copy plus Adam's two fp32 moments.
-MASTER_AND_MOMENTS = 12
+#: The package recipe DeepSpeed's bf16 + Adam runs follow: 2 + 2 + 12 bytes per parameter.
+RECIPE: Recipe = MIXED_ADAM
+#: Bytes per element: bf16 weights, bf16 gradients, and the fp32 master copy with Adam's two fp32 moments.
+BF16, GRAD, MASTER_AND_MOMENTS = (int(RECIPE.bytes_for(state)) for state in ("weights", "gradients", "optimizer"))
+FP32 = 4  #: Adam's step counter and DeepSpeed's fp32 scalars
 
 #: Lab mode -> the "zero_optimization" section of its DeepSpeed config.
 ZERO_CONFIG = {
@@ -67,18 +69,18 @@ def held(mode: str, widths: tuple[int, ...], gpus: int, rank: int) -> dict[str, 
     sizes, stage = _sizes(widths), ZERO_CONFIG[mode]["stage"]
     psi = sum(sizes)
     if stage == 0:
-        return {"weights": BF16 * psi, "gradients": BF16 * psi, "optimizer": MASTER_AND_MOMENTS * psi,
+        return {"weights": BF16 * psi, "gradients": GRAD * psi, "optimizer": MASTER_AND_MOMENTS * psi,
                 "step_counters": FP32 * len(sizes), "other": 0}
     if stage in (1, 2):
         part = padded_flat(psi, gpus) // gpus
-        return {"weights": BF16 * padded_flat(psi, gpus), "gradients": BF16 * touched_gradients(sizes, gpus, rank),
+        return {"weights": BF16 * padded_flat(psi, gpus), "gradients": GRAD * touched_gradients(sizes, gpus, rank),
                 "optimizer": MASTER_AND_MOMENTS * part, "step_counters": FP32,
                 "other": FP32}  # the global gradient norm, one fp32 scalar
     mine = sum(shard(n, gpus) for n in sizes)
     # Persistent parameters stay whole, padded to N pieces, beside the piece. On one rank DeepSpeed does
     # not gather at all: each parameter is a view of its own piece, so the two are one storage.
     whole = sum(gpus * shard(n, gpus) for n in sizes) if mode == "ds_zero3_persistent" and gpus > 1 else 0
-    return {"weights": BF16 * (mine + whole), "gradients": BF16 * mine, "optimizer": MASTER_AND_MOMENTS * mine,
+    return {"weights": BF16 * (mine + whole), "gradients": GRAD * mine, "optimizer": MASTER_AND_MOMENTS * mine,
             "step_counters": FP32, "other": 8 + 1}  # the gradient norm (fp64) and an inf/NaN flag (bool)
 
 
@@ -131,6 +133,3 @@ def paper_stage(mode: str) -> Stage:
     """The paper's stage for a DeepSpeed mode: the one it configures."""
     return Stage(ZERO_CONFIG[mode]["stage"])
 
-
-#: The package recipe DeepSpeed's bf16 + Adam runs follow: 2 + 2 + 12 bytes per parameter.
-RECIPE: Recipe = MIXED_ADAM

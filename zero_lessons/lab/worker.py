@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import traceback
 from contextlib import nullcontext
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -49,14 +50,16 @@ def wrap(mode: str, model: torch.nn.Module, counter: CommCounter):
     return model, torch.optim.Adam(model.parameters(), lr=1e-3)
 
 
-def step(model, optimizer, rank: int) -> None:
-    """One training step on this rank's own batch; gradients are left in place for the snapshot."""
+def step(model, optimizer, rank: int, snapshot: bool = False) -> dict | None:
+    """One training step on this rank's own batch; with `snapshot`, count what is held after the optimizer step,
+    while the gradients are still in place."""
     optimizer.zero_grad(set_to_none=True)
     generator = torch.Generator().manual_seed(100 + rank)
     x = torch.randn(8, WIDTHS[0], generator=generator)
     loss = model(x).float().pow(2).mean()
     loss.backward()
     optimizer.step()
+    return held(model, optimizer) if snapshot else None
 
 
 def measure(mode: str, rank: int) -> dict:
@@ -72,18 +75,15 @@ def measure(mode: str, rank: int) -> dict:
         from . import ds_worker
 
         engine = ds_worker.build(mode, build_model())
-        train = lambda number: ds_worker.step(engine, rank, snapshot=number == STEPS)  # noqa: E731
+        train = partial(ds_worker.step, engine, rank)
     else:
-        model, optimizer = wrap(mode, build_model(), first)
-        train = lambda number: step(model, optimizer, rank)  # noqa: E731
+        train = partial(step, *wrap(mode, build_model(), first), rank)
     for number in range(1, STEPS + 1):
         counting = first.counting() if number == 1 else last.counting() if number == STEPS else nullcontext()
         with counting:
-            found = train(number)
+            found = train(snapshot=number == STEPS)
     if mode in ZERO_CONFIG:
         engine.destroy()
-    else:
-        found = held(model, optimizer)
     totals = last.totals()
     return {"mode": mode, "rank": rank, "held": found, **totals, "first_step": first.totals()}
 
