@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -185,6 +186,40 @@ def test_report_renders(rows):
 def test_a_failing_rank_fails_the_lab_cleanly():
     with pytest.raises(lab.LabError, match="mode must be one of"):
         lab.run((2,), modes=("nonsense",), timeout=60)
+    assert multiprocessing.active_children() == []
+
+
+def _signal_a_rank(sig: int, after: float) -> threading.Thread:
+    """From a thread: once the lab's two ranks are running, wait `after` seconds and send `sig` to the second."""
+    def send():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ranks = sorted(p.pid for p in multiprocessing.active_children())
+            if len(ranks) == 2:
+                time.sleep(after)
+                os.kill(ranks[1], sig)
+                return
+            time.sleep(0.05)
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_killed_rank_fails_the_lab_and_stops_the_other():
+    thread, start = _signal_a_rank(signal.SIGKILL, after=1), time.monotonic()
+    with pytest.raises(lab.LabError, match=r"rank \d"):  # "rank 1 exited with -9 ..." or the survivor's own failure
+        lab.run((2,), modes=("ddp",), timeout=60)
+    thread.join()
+    assert time.monotonic() - start < 40
+    assert multiprocessing.active_children() == []
+
+
+def test_a_hung_rank_times_out_instead_of_hanging():
+    thread, start = _signal_a_rank(signal.SIGSTOP, after=0.5), time.monotonic()  # alive, but never answers
+    with pytest.raises(lab.LabError, match="no answer after 5 s"):
+        lab.run((2,), modes=("ddp",), timeout=5)
+    thread.join()
+    assert time.monotonic() - start < 30  # the timeout, then terminate (ignored while stopped), then kill
     assert multiprocessing.active_children() == []
 
 

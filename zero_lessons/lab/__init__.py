@@ -94,9 +94,10 @@ def _rank(rank: int, world: int, port: int, modes: tuple[str, ...], results, ext
 def _tail(path: Path, lines: int = 15) -> str:
     """The last lines of a rank's log, for an error message."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = path.read_text(errors="replace").strip()
     except OSError:
-        return "(no log)"
+        text = ""
+    return "\n".join(text.splitlines()[-lines:]) if text else "(it printed nothing)"
 
 
 def _spawn(world: int, modes: tuple[str, ...], timeout: float) -> list[dict]:
@@ -123,7 +124,7 @@ def _spawn(world: int, modes: tuple[str, ...], timeout: float) -> list[dict]:
                     dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
                     if dead:
                         raise LabError(f"lab with {world} ranks failed: rank {dead[0]} exited with "
-                                       f"{procs[dead[0]].exitcode}; the end of its log:\n{_tail(log[dead[0]])}") from None
+                                       f"{procs[dead[0]].exitcode}; the end of its output:\n{_tail(log[dead[0]])}") from None
                     if time.monotonic() > deadline:
                         raise LabError(f"lab with {world} ranks failed: no answer after {timeout:.0f} s") from None
                     continue
