@@ -42,11 +42,9 @@ $(VENV)/.lessons: pyproject.toml $(VENV)/.created
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-# DeepSpeed builds from source against the installed torch, hence the order and --no-build-isolation.
-# tests/test_packaging.py checks these two pins against pyproject.toml's lab extra.
+# The lab extra brings the CPU build of torch and DeepSpeed, which pip builds from its source release
+# (its setup.py needs no torch; DeepSpeed compiles its one C++ extension when the lab first runs).
 $(VENV)/.tests: pyproject.toml $(VENV)/.created
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet --no-build-isolation deepspeed==0.19.8
 	$(BIN)/python -m pip install --quiet -e ".[test,lab,book]"
 	touch $@ $(VENV)/.lessons
 

@@ -42,10 +42,3 @@ def test_numeric_modules_do_not_import_heavy_libraries():
             "print(sorted(m for m in ('sympy', 'matplotlib', 'ipywidgets', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-def test_makefile_installs_the_lab_pins_of_pyproject():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    makefile = (ROOT / "Makefile").read_text()
-    for name, version in pins(project["optional-dependencies"]["lab"]).items():
-        assert f"{name}=={version}" in makefile
