@@ -14,9 +14,6 @@ from collections import defaultdict
 import torch
 import torch.distributed as dist
 
-#: Collectives as the paper counts them: an all-reduce of n elements sends 2n, the others n. A reduce
-#: to one rank costs what that rank's share of a reduce-scatter costs: n.
-PAPER_MULTIPLE = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1, "broadcast": 1, "reduce": 1}
 #: torch.distributed function -> (collective, position and keyword of the argument with the full-size tensor)
 PATCHED = {"all_reduce": ("all_reduce", 0, "tensor"), "broadcast": ("broadcast", 0, "tensor"),
            "reduce": ("reduce", 0, "tensor"),
@@ -33,34 +30,22 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
-def storage_bytes(tensors) -> int:
-    """Bytes of the distinct storages behind `tensors`, skipping meta tensors and empty slots."""
-    seen: dict[int, int] = {}
-    for tensor in tensors:
-        if tensor is None:
-            continue
-        local = _local(tensor)
-        if local.is_meta:
-            continue
-        storage = local.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
-    return sum(seen.values())
-
-
 def by_field(groups: dict[str, list]) -> dict[str, int]:
-    """Bytes per field of the distinct storages in `groups`; a storage counts once, in the first field that names it."""
+    """Bytes per field of the distinct storages behind `groups`, skipping meta tensors and empty slots.
+
+    A storage counts once, in the first field that names it.
+    """
     seen: set[int] = set()
     out = {}
     for field, tensors in groups.items():
-        fresh = []
+        out[field] = 0
         for tensor in tensors:
             if tensor is None or _local(tensor).is_meta:
                 continue
-            pointer = _local(tensor).untyped_storage().data_ptr()
-            if pointer not in seen:
-                seen.add(pointer)
-                fresh.append(tensor)
-        out[field] = storage_bytes(fresh)
+            storage = _local(tensor).untyped_storage()
+            if storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                out[field] += storage.nbytes()
     return out
 
 
@@ -100,11 +85,7 @@ class CommCounter:
     def totals(self) -> dict:
         """What was counted, as plain data: elements, bytes and calls per collective, and every message."""
         return {"elements": dict(self.elements), "bytes": dict(self.nbytes), "calls": dict(self.calls),
-                "messages": list(self.messages), "paper_elements": self.paper_elements()}
-
-    def paper_elements(self) -> int:
-        """Elements sent per rank by the paper's count (all-reduce twice, the others once)."""
-        return sum(PAPER_MULTIPLE[op] * n for op, n in self.elements.items())
+                "messages": list(self.messages)}
 
     @contextlib.contextmanager
     def counting(self):

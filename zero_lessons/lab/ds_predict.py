@@ -43,6 +43,11 @@ def padded_flat(psi: int, gpus: int) -> int:
     return -(-psi // (2 * gpus)) * 2 * gpus
 
 
+def slice_len(psi: int, gpus: int) -> int:
+    """Elements in each rank's slice of the stage 1/2 flat buffer, padding included."""
+    return padded_flat(psi, gpus) // gpus
+
+
 def shard(n: int, gpus: int) -> int:
     """Elements of one rank's stage 3 piece of an n-element parameter: ⌈n/N⌉, padded."""
     return -(-n // gpus)
@@ -54,7 +59,7 @@ def _sizes(widths: tuple[int, ...]) -> list[int]:
 
 def touched_gradients(sizes: list[int], gpus: int, rank: int) -> int:
     """Gradient elements a stage 1/2 rank keeps: every parameter overlapping its slice, whole, plus its padding."""
-    psi, part = sum(sizes), padded_flat(sum(sizes), gpus) // gpus
+    psi, part = sum(sizes), slice_len(sum(sizes), gpus)
     low, high = rank * part, (rank + 1) * part
     kept, start = 0, 0
     for n in sizes:
@@ -72,9 +77,8 @@ def held(mode: str, widths: tuple[int, ...], gpus: int, rank: int) -> dict[str, 
         return {"weights": BF16 * psi, "gradients": GRAD * psi, "optimizer": MASTER_AND_MOMENTS * psi,
                 "step_counters": FP32 * len(sizes), "other": 0}
     if stage in (1, 2):
-        part = padded_flat(psi, gpus) // gpus
         return {"weights": BF16 * padded_flat(psi, gpus), "gradients": GRAD * touched_gradients(sizes, gpus, rank),
-                "optimizer": MASTER_AND_MOMENTS * part, "step_counters": FP32,
+                "optimizer": MASTER_AND_MOMENTS * slice_len(psi, gpus), "step_counters": FP32,
                 "other": FP32}  # the global gradient norm, one fp32 scalar
     mine = sum(shard(n, gpus) for n in sizes)
     # Persistent parameters stay whole, padded to N pieces, beside the piece. On one rank DeepSpeed does
@@ -101,7 +105,7 @@ def messages(mode: str, widths: tuple[int, ...], gpus: int) -> list[tuple[str, i
         control = [("all_reduce", 1, "uint8"), ("all_reduce", 1, "float32")]  # overflow flag, gradient norm
         gather = [("all_gather", flat, "bfloat16")] if gpus > 1 else []
         if mode == "ds_zero2_reduce":  # one reduce per owner, of the real (unpadded) elements in its slice
-            part = flat // gpus
+            part = slice_len(psi, gpus)
             owners = [min(psi, (r + 1) * part) - min(psi, r * part) for r in range(gpus)]
             reduces = [("reduce", n, "bfloat16") for n in owners if n > 0]
             return sorted(reduces + control + gather)

@@ -17,6 +17,9 @@ from ..recipes import FP32_ADAM
 from ..stages import Stage
 
 FP32, BF16 = 4, 2
+#: Collectives as the paper counts them: an all-reduce of n elements sends 2n, the others n. A reduce
+#: to one rank costs what that rank's share of a reduce-scatter costs: n.
+PAPER_MULTIPLE = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1, "broadcast": 1, "reduce": 1}
 #: The lab's model: layer widths chosen so that 2 and 4 ranks do not divide every tensor evenly.
 WIDTHS = (13, 30, 30, 5)
 
@@ -95,3 +98,8 @@ def paper_stage(mode: str) -> Stage:
     """The ZeRO stage each framework mode is closest to."""
     return {"ddp": Stage.DP, "zero_redundancy_optimizer": Stage.ZERO1, "fsdp_reshard": Stage.ZERO3,
             "fsdp_no_reshard": Stage.ZERO2, "fsdp_bf16": Stage.ZERO3}[mode]
+
+
+def paper_elements(traffic: dict[str, int]) -> int:
+    """Elements sent per rank by the paper's count, from elements per collective."""
+    return sum(PAPER_MULTIPLE[op] * n for op, n in traffic.items())

@@ -26,7 +26,7 @@ def paper_total(row: Row) -> str:
 def sent(row: Row) -> str:
     """Elements sent in the step, by the paper's count (all-reduce counted twice), as a multiple of Ψ."""
     psi = predict.param_count()
-    elements = sum((2 if op == "all_reduce" else 1) * n for op, n in row.measured["traffic"].items())
+    elements = predict.paper_elements(row.measured["traffic"])
     return f"{elements} = {elements / psi:.3f}Ψ"
 
 
