@@ -1,6 +1,12 @@
 """The lab on real distributed PyTorch and DeepSpeed (gloo on 127.0.0.1): every rank's bytes and traffic equal
-the predictions, and where the real code departs from the paper's formula, the test pins what it does."""
+the predictions, and where the real code departs from the paper's formula, the test pins what it does.
 
+The matrix (1, 2 and 4 ranks, every mode) runs once per session, in the `lab_run` fixture. That fixture also
+lets lesson 07, which nbval executes later in the same `make test`, reuse this run instead of starting the
+ranks again (see `zero_lessons.lab.reuse`).
+"""
+
+import ipaddress
 import json
 import multiprocessing
 import os
@@ -9,188 +15,410 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import pytest
 
 from conftest import need_module
 from zero_lessons import lab
-from zero_lessons.lab import ds_predict, predict, report
+from zero_lessons.lab import modes, predict_deepspeed, predict_torch, report, reuse
+from zero_lessons.lab.model import MODEL
+from zero_lessons.lab.results import FIELDS, Message, Results
 
-PSI = predict.param_count()
-SIZES = [predict.numel(s) for s in predict.shapes(predict.WIDTHS)]
+PSI = MODEL.param_count
+SIZES = MODEL.sizes
+LISTEN = "0A"  #: the state of a listening socket in /proc/net/tcp
 
 need_module("torch")
 
 
-@pytest.fixture(scope="module")
-def rows():
-    """One full lab run (1, 2 and 4 ranks, every mode), shared by the tests below."""
-    found, seconds = lab.run((1, 2, 4))
-    print(f"\nlab matrix: {len(found)} rank reports in {seconds:.1f} s")
-    return found
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An address as /proc/net/tcp{,6} writes it (hex, 32-bit words in host order); IPv4-mapped as IPv4."""
+    words = bytes.fromhex(text.split(":")[0])
+    raw = b"".join(words[i : i + 4][::-1] for i in range(0, len(words), 4))
+    address = ipaddress.ip_address(raw)
+    return getattr(address, "ipv4_mapped", None) or address
 
 
-def by(rows, mode, gpus):
-    return [r for r in rows if r.mode == mode and r.gpus == gpus]
+def _sockets(pid: int) -> set[tuple[str, str, str]]:
+    """The TCP sockets process `pid` holds, as (local, remote, state) lines of its /proc/<pid>/net/tcp{,6}."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        tables = [open(f"/proc/{pid}/net/{name}").read().splitlines()[1:] for name in ("tcp", "tcp6")]
+    except OSError:  # it ended, or closed a descriptor while we looked
+        return set()
+    inodes = {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
+    return {(f[1], f[2], f[3]) for table in tables for f in map(str.split, table) if f[9] in inodes}
+
+
+@contextmanager
+def _recording_sockets():
+    """While the block runs, record every TCP socket held by this process's descendants: the lab's ranks and
+    whatever they start. Read from /proc, not multiprocessing, whose bookkeeping the lab itself is using."""
+    found: set[tuple[str, str, str]] = set()
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            for pid in _children(os.getpid()):
+                found.update(_sockets(pid))
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield found
+    finally:
+        done.set()
+        thread.join()
+
+
+def _another_interface() -> str | None:
+    """A non-loopback network interface with an IPv4 address, where gloo could bind; None if none."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket() as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                request = struct.pack("256s", name.encode()[:15])
+                address = socket.inet_ntoa(fcntl.ioctl(sock.fileno(), 0x8915, request)[20:24])  # SIOCGIFADDR
+            except OSError:
+                continue
+            if not address.startswith("127."):
+                return name
+    return None
+
+
+@dataclass(frozen=True)
+class LabRun:
+    """The session's lab run, and what was seen while it ran."""
+
+    results: Results = field(repr=False)  #: every mode on 1, 2 and 4 ranks
+    seconds: float  #: its wall time
+    sockets: frozenset  #: every TCP socket its ranks held, as (local, remote, state) in /proc's hex
+    interface: str | None  #: the non-loopback interface GLOO_SOCKET_IFNAME named during the run, if any
+
+
+@pytest.fixture(scope="session")
+def lab_run(tmp_path_factory):
+    """One full lab run, shared by the tests below and by lesson 07 later in the session.
+
+    It runs with GLOO_SOCKET_IFNAME naming a non-loopback interface, where the machine has one, so that
+    the ranks must bind to loopback on their own; meanwhile a thread records the ranks' sockets.
+    """
+    os.environ[reuse.ENV] = str(tmp_path_factory.mktemp("lab-reuse"))
+    before, interface = os.environ.get("GLOO_SOCKET_IFNAME"), _another_interface()
+    if interface:
+        os.environ["GLOO_SOCKET_IFNAME"] = interface
+    try:
+        with _recording_sockets() as sockets:
+            results, seconds = lab.run((1, 2, 4))
+    finally:
+        os.environ.pop("GLOO_SOCKET_IFNAME", None)
+        if before is not None:
+            os.environ["GLOO_SOCKET_IFNAME"] = before
+    print(f"\nlab matrix: {len(results)} rank reports in {seconds:.1f} s")
+    yield LabRun(results, seconds, frozenset(sockets), interface)
+    os.environ.pop(reuse.ENV, None)
+
+
+@pytest.fixture
+def rows(lab_run) -> Results:
+    return lab_run.results
 
 
 def test_every_rank_matches_its_prediction(rows):
     assert len(rows) == len(lab.MODE_NAMES) * (1 + 2 + 4)
     assert [(r.mode, r.gpus, r.rank) for r in rows if not r.matches] == []
+    assert rows.matches
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the sockets from /proc")
+def test_every_socket_of_every_rank_is_on_loopback(lab_run):
+    """The store's listener, gloo's pair sockets and every connection: all on 127.0.0.1, even when the
+    environment names another interface for gloo."""
+    states = {state for _, _, state in lab_run.sockets}
+    assert LISTEN in states and "01" in states, lab_run.sockets  # listeners and established ones were seen
+    loopback = ipaddress.ip_address("127.0.0.1")
+    elsewhere = [
+        (_address(local), _address(remote), state)
+        for local, remote, state in lab_run.sockets
+        if _address(local) != loopback
+        or (_address(remote) != loopback and not (state == LISTEN and _address(remote).is_unspecified))
+    ]
+    assert elsewhere == [], f"GLOO_SOCKET_IFNAME was {lab_run.interface!r} in the parent"
 
 
 @pytest.mark.parametrize("mode", list(lab.MODE_NAMES))
 @pytest.mark.parametrize("gpus", [1, 2, 4])
 def test_weights_and_traffic_are_the_same_on_every_rank(rows, mode, gpus):
-    ranks = by(rows, mode, gpus)
-    assert len({r.measured["weights"] for r in ranks}) == 1
-    assert len({json.dumps(r.measured["traffic"], sort_keys=True) for r in ranks}) == 1
-    assert len({json.dumps(r.measured.get("messages")) for r in ranks}) == 1
+    ranks = rows.ranks(mode, gpus)
+    assert len(ranks) == gpus
+    assert len({r.measured.held.weights for r in ranks}) == 1
+    assert len({r.measured.traffic.messages for r in ranks}) == 1
 
 
-@pytest.mark.parametrize("mode", [m for m in lab.MODE_NAMES if m not in ("ds_zero1", "ds_zero2", "ds_zero2_reduce")])
+@pytest.mark.parametrize(
+    "mode", [m for m in lab.MODE_NAMES if m not in ("ds_zero1", "ds_zero2", "ds_zero2_reduce")]
+)
 @pytest.mark.parametrize("gpus", [1, 2, 4])
 def test_gradients_are_the_same_on_every_rank(rows, mode, gpus):
-    assert len({r.measured["gradients"] for r in by(rows, mode, gpus)}) == 1
+    assert len({r.measured.held.gradients for r in rows.ranks(mode, gpus)}) == 1
 
 
 @pytest.mark.parametrize("mode", ["ds_zero1", "ds_zero2", "ds_zero2_reduce"])
 def test_deepspeed_stage_1_and_2_keep_whole_gradients_of_every_parameter_touching_their_slice(rows, mode):
-    """Measured: not every rank holds the same gradient bytes. Rank r keeps each parameter overlapping its slice
-    of the flat buffer whole (so the 30x30 weight is kept twice), plus the flat buffer's padding on the last rank."""
-    assert [r.measured["gradients"] for r in by(rows, mode, 2)] == [2 * (390 + 30 + 900), 2 * (900 + 30 + 150 + 5 + 3)]
-    assert [r.measured["gradients"] for r in by(rows, mode, 4)] == [2 * 390, 2 * (390 + 30 + 900), 2 * 900,
-                                                                     2 * (900 + 30 + 150 + 5 + 7)]
-    assert by(rows, mode, 1)[0].measured["gradients"] == 2 * (PSI + 1)
+    """Measured: not every rank holds the same gradient bytes. Rank r keeps each parameter overlapping its
+    slice of the flat buffer whole (so the 30x30 weight is kept twice), plus the flat buffer's padding on
+    the last rank."""
+
+    def gradients(gpus):
+        return [r.measured.held.gradients for r in rows.ranks(mode, gpus)]
+
+    assert gradients(2) == [2 * (390 + 30 + 900), 2 * (900 + 30 + 150 + 5 + 3)]
+    assert gradients(4) == [2 * 390, 2 * (390 + 30 + 900), 2 * 900, 2 * (900 + 30 + 150 + 5 + 7)]
+    assert gradients(1) == [2 * (PSI + 1)]
 
 
 def test_ddp_and_deepspeed_stage_0_are_the_paper_exactly(rows):
-    for r in [r for r in rows if r.mode == "ds_zero0"]:
-        assert r.measured["weights"] + r.measured["gradients"] + r.measured["optimizer"] == 16 * PSI
-        assert r.measured["messages"] == [("all_reduce", PSI, "bfloat16")]  # 2Ψ by the paper's count, 2 bytes each
-    for r in [r for r in rows if r.mode == "ddp"]:
-        assert r.measured["weights"] + r.measured["gradients"] + r.measured["optimizer"] == 16 * PSI
-        assert r.measured["traffic"] == {"all_reduce": PSI}  # 2Ψ by the paper's count
+    for r in rows.of("ds_zero0"):
+        assert r.measured.held.states == 16 * PSI
+        assert r.measured.traffic.messages == (
+            Message("all_reduce", PSI, "bfloat16"),
+        )  # 2Ψ by the paper, 2 B each
+    for r in rows.of("ddp"):
+        assert r.measured.held.states == 16 * PSI
+        assert r.measured.traffic.elements == {"all_reduce": PSI}  # 2Ψ by the paper's count
+        assert r.measured.traffic.paper_elements == 2 * PSI
 
 
-@pytest.mark.parametrize("mode", ["zero_redundancy_optimizer", "fsdp_reshard", "fsdp_no_reshard", "fsdp_bf16"])
+@pytest.mark.parametrize(
+    "mode", ["zero_redundancy_optimizer", "fsdp_reshard", "fsdp_no_reshard", "fsdp_bf16"]
+)
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_optimizer_state_is_split_unevenly_but_completely(rows, mode, gpus):
-    shares = [r.measured["optimizer"] for r in by(rows, mode, gpus)]
-    assert sum(shares) == 8 * PSI  # fp32 Adam: two 4-byte moments per parameter, each kept by exactly one rank
+    shares = [r.measured.held.optimizer for r in rows.ranks(mode, gpus)]
+    assert (
+        sum(shares) == 8 * PSI
+    )  # fp32 Adam: two 4-byte moments per parameter, each kept by exactly one rank
     assert len(set(shares)) > 1  # measured: neither framework splits it evenly for this model
 
 
 def test_zero_redundancy_optimizer_sends_three_psi(rows):
-    for r in [r for r in rows if r.mode == "zero_redundancy_optimizer"]:
-        assert r.measured["traffic"] == {"all_reduce": PSI, "broadcast": PSI}
+    for r in rows.of("zero_redundancy_optimizer"):
+        assert r.measured.traffic.elements == {"all_reduce": PSI, "broadcast": PSI}
+        assert r.measured.traffic.paper_elements == 3 * PSI
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_fsdp_traffic_reshard_three_padded_psi_else_two(rows, gpus):
-    padded = gpus * sum(predict.fsdp_padded(s, gpus) for s in predict.shapes(predict.WIDTHS))
+    padded = gpus * sum(predict_torch.fsdp_padded(s, gpus) for s in MODEL.shapes)
     assert padded > PSI
-    assert by(rows, "fsdp_reshard", gpus)[0].measured["traffic"] == {"all_gather": 2 * padded, "reduce_scatter": padded}
-    assert by(rows, "fsdp_no_reshard", gpus)[0].measured["traffic"] == {"all_gather": padded, "reduce_scatter": padded}
+    assert rows.get("fsdp_reshard", gpus).measured.traffic.elements == {
+        "all_gather": 2 * padded,
+        "reduce_scatter": padded,
+    }
+    assert rows.get("fsdp_no_reshard", gpus).measured.traffic.elements == {
+        "all_gather": padded,
+        "reduce_scatter": padded,
+    }
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_bf16_policy_halves_the_bytes_sent_but_not_the_state(rows, gpus):
-    fp32, bf16 = by(rows, "fsdp_reshard", gpus)[0], by(rows, "fsdp_bf16", gpus)[0]
-    assert {k: bf16.measured[k] for k in lab.FIELDS} == {k: fp32.measured[k] for k in lab.FIELDS}
-    assert bf16.measured["traffic"] == fp32.measured["traffic"]
-    assert {op: 2 * n for op, n in bf16.measured["traffic_bytes"].items()} == fp32.measured["traffic_bytes"]
+    fp32, bf16 = rows.get("fsdp_reshard", gpus).measured, rows.get("fsdp_bf16", gpus).measured
+    assert bf16.held == fp32.held
+    assert bf16.traffic.elements == fp32.traffic.elements
+    assert {op: 2 * n for op, n in bf16.traffic.nbytes.items()} == fp32.traffic.nbytes
 
 
 def test_single_rank_fsdp_sends_nothing(rows):
-    assert all(r.measured["traffic"] == {} for r in rows if r.gpus == 1 and r.mode.startswith("fsdp"))
+    assert all(r.measured.traffic.elements == {} for r in rows if r.gpus == 1 and r.mode.startswith("fsdp"))
 
 
-def messages(rows, mode, gpus):
-    return by(rows, mode, gpus)[0].measured["messages"]
-
-
-CONTROL_1_2 = [("all_reduce", 1, "float32"), ("all_reduce", 1, "uint8")]  # gradient norm, overflow flag
+CONTROL_1_2 = [
+    Message("all_reduce", 1, "float32"),
+    Message("all_reduce", 1, "uint8"),
+]  # gradient norm, overflow flag
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 4])
 def test_deepspeed_stages_1_and_2_hold_and_send_the_same_at_this_size(rows, gpus):
-    """Both all-reduce the whole gradient (the default multi-rank bucket all-reduce), then all-gather the padded
-    bf16 buffer: about 3Ψ by the paper's count, not its 2Ψ. After the backward pass both hold the same bytes."""
-    one, two = by(rows, "ds_zero1", gpus), by(rows, "ds_zero2", gpus)
-    assert [{k: r.measured[k] for k in lab.FIELDS} for r in one] == [{k: r.measured[k] for k in lab.FIELDS} for r in two]
-    flat = ds_predict.padded_flat(PSI, gpus)
-    gather = [("all_gather", flat, "bfloat16")] if gpus > 1 else []
-    assert messages(rows, "ds_zero1", gpus) == messages(rows, "ds_zero2", gpus) == sorted(
-        [("all_reduce", PSI, "bfloat16"), *CONTROL_1_2, *gather])
+    """Both all-reduce the whole gradient (the default multi-rank bucket all-reduce), then all-gather the
+    padded bf16 buffer: about 3Ψ by the paper's count, not its 2Ψ. After the backward pass both hold the
+    same bytes."""
+    one, two = rows.ranks("ds_zero1", gpus), rows.ranks("ds_zero2", gpus)
+    assert [r.measured.held for r in one] == [r.measured.held for r in two]
+    flat = predict_deepspeed.padded_flat(PSI, gpus)
+    gather = [Message("all_gather", flat, "bfloat16")] if gpus > 1 else []
+    assert (
+        one[0].measured.traffic.messages
+        == two[0].measured.traffic.messages
+        == tuple(sorted([Message("all_reduce", PSI, "bfloat16"), *CONTROL_1_2, *gather]))
+    )
     assert {1: 1506, 2: 1508, 4: 1512}[gpus] == flat  # padded to a multiple of 2N
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_deepspeed_stage_2_without_bucket_all_reduce_reduces_to_owners(rows, gpus):
-    found = messages(rows, "ds_zero2_reduce", gpus)
-    reduces = [n for op, n, dtype in found if op == "reduce"]
-    assert sum(reduces) == PSI and len(reduces) == gpus  # one reduce per owner: Ψ in all, so ≈ 2Ψ with the gather
+    found = rows.get("ds_zero2_reduce", gpus).measured.traffic.messages
+    reduces = [m.elements for m in found if m.op == "reduce"]
+    assert (
+        sum(reduces) == PSI and len(reduces) == gpus
+    )  # one reduce per owner: Ψ in all, so ≈ 2Ψ with the gather
     assert sorted(reduces) == sorted({2: [754, 751], 4: [378, 378, 378, 371]}[gpus])
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_deepspeed_stage_3_shards_each_parameter_evenly_and_reuses_gathered_parameters(rows, gpus):
-    piece = sum(-(-n // gpus) for n in SIZES)
+    piece = sum(
+        -(-n // gpus) for n in SIZES
+    )  # ceil(n/N) elements of each parameter, written out independently
     assert piece == {2: 753, 4: 379}[gpus]
-    for r in by(rows, "ds_zero3", gpus):
-        assert (r.measured["weights"], r.measured["gradients"], r.measured["optimizer"]) == (2 * piece, 2 * piece,
-                                                                                            12 * piece)
-    steady = by(rows, "ds_zero3", gpus)[0].measured
-    assert steady["traffic"] == {"all_gather": gpus * piece, "reduce_scatter": gpus * piece, "all_reduce": 1}
-    # The first step has no trace yet: it gathers layer by layer, in the forward pass and again in the backward pass.
-    assert steady["first_step_traffic"]["all_gather"] == 2 * gpus * piece
-    no_reuse = by(rows, "ds_zero3_no_reuse", gpus)[0].measured["traffic"]
-    assert no_reuse == {"all_gather": 2 * gpus * piece, "reduce_scatter": gpus * piece, "all_reduce": 1}  # the 3Ψ
+    for r in rows.ranks("ds_zero3", gpus):
+        held = r.measured.held
+        assert (held.weights, held.gradients, held.optimizer) == (2 * piece, 2 * piece, 12 * piece)
+    steady = rows.get("ds_zero3", gpus).measured
+    assert steady.traffic.elements == {
+        "all_gather": gpus * piece,
+        "reduce_scatter": gpus * piece,
+        "all_reduce": 1,
+    }
+    # The first step has no trace yet: it gathers layer by layer, in the forward pass and again in backward.
+    assert steady.first_step.elements["all_gather"] == 2 * gpus * piece
+    no_reuse = rows.get("ds_zero3_no_reuse", gpus).measured.traffic.elements
+    assert no_reuse == {
+        "all_gather": 2 * gpus * piece,
+        "reduce_scatter": gpus * piece,
+        "all_reduce": 1,
+    }  # the 3Ψ
     # The reuse distance alone changes nothing here: the prefetcher already passed every backward use.
-    assert by(rows, "ds_zero3_reuse0", gpus)[0].measured["messages"] == by(rows, "ds_zero3", gpus)[0].measured["messages"]
+    assert rows.get("ds_zero3_reuse0", gpus).measured.traffic == steady.traffic
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_deepspeed_default_persistence_keeps_small_parameters_whole(rows, gpus):
-    sharded, kept = by(rows, "ds_zero3", gpus)[0].measured, by(rows, "ds_zero3_persistent", gpus)[0].measured
-    whole = sum(gpus * -(-n // gpus) for n in SIZES)  # every parameter of this model is under 100,000 elements
-    assert kept["weights"] == sharded["weights"] + 2 * whole
-    assert sorted(n for op, n, _ in messages(rows, "ds_zero3_persistent", gpus) if op == "all_gather") == sorted(
-        gpus * -(-n // gpus) for n in SIZES)  # each rebuilt after the step, one call per parameter
+    sharded, kept = rows.get("ds_zero3", gpus).measured, rows.get("ds_zero3_persistent", gpus).measured
+    whole = sum(
+        gpus * -(-n // gpus) for n in SIZES
+    )  # every parameter of this model is under 100,000 elements
+    assert kept.held.weights == sharded.held.weights + 2 * whole
+    assert sorted(m.elements for m in kept.traffic.messages if m.op == "all_gather") == sorted(
+        gpus * -(-n // gpus) for n in SIZES
+    )  # each rebuilt after the step, one call per parameter
 
 
 def test_deepspeed_on_one_rank_stage_3_never_gathers(rows):
     for mode in ("ds_zero3", "ds_zero3_no_reuse", "ds_zero3_persistent"):
-        one = by(rows, mode, 1)[0].measured
-        assert "all_gather" not in one["traffic"] and one["weights"] == 2 * PSI
+        one = rows.get(mode, 1).measured
+        assert "all_gather" not in one.traffic.elements and one.held.weights == 2 * PSI
 
 
 def test_deepspeed_bookkeeping_is_reported_apart(rows):
     for r in rows:
-        expected = {0: 0, 1: 4, 2: 4, 3: 9}[ds_predict.ZERO_CONFIG[r.mode]["stage"]] if r.mode.startswith("ds_") else 0
-        assert r.measured["other"] == expected  # fp32 norm (stages 1-2); fp64 norm + bool flag (stage 3)
+        stage = modes.get(r.mode).stage
+        expected = {0: 0, 1: 4, 2: 4, 3: 9}[stage] if r.mode.startswith("ds_") else 0
+        assert r.measured.held.other == expected  # fp32 norm (stages 1-2); fp64 norm + bool flag (stage 3)
 
 
 def test_report_renders(rows):
     text = report.to_text(rows)
     groups = len(lab.MODE_NAMES) * 3  # one line per framework and world size
     assert text.count("\n") == groups and " NO" not in text
-    assert report.Report(tuple(rows))._repr_html_().count("<tr>") == groups + 1
+    assert report.Report(rows)._repr_html_().count("<tr>") == groups + 1
     assert "7200 / 3120 / 1200 / 520" in text  # ZeroRedundancyOptimizer's uneven shares on 4 ranks
     only = report.Report.of(rows, lab.DEEPSPEED_NAMES)
     assert repr(only).count("\n") == len(lab.DEEPSPEED_NAMES) * 3 and "DDP" not in repr(only)
     assert "24080" in repr(only)  # the paper's 16Ψ for stage 0, from the mixed-precision recipe
+    data = report.to_dict(rows)
+    assert data[0]["measured"]["held"].keys() == set(FIELDS) and all(row["matches"] for row in data)
 
 
-def test_a_failing_rank_fails_the_lab_cleanly():
-    with pytest.raises(lab.LabError, match="mode must be one of"):
-        lab.run((2,), modes=("nonsense",), timeout=60)
+def test_results_lookups_name_what_is_missing(rows):
+    assert [r.rank for r in rows.ranks("fsdp_bf16", 4)] == [0, 1, 2, 3]
+    assert rows.get("fsdp_bf16", 4, rank=3) is rows.ranks("fsdp_bf16", 4)[3]
+    with pytest.raises(ValueError, match=r"no mode 'ddp' on gpus=3; it has modes ddp, .* on gpus 1, 2, 4"):
+        rows.get("ddp", 3)
+    with pytest.raises(ValueError, match="rank must be a whole number from 0 to 1, got 2"):
+        rows.get("ddp", 2, rank=2)
+
+
+def test_the_session_reuses_its_run_and_only_the_same_run(lab_run, tmp_path, monkeypatch):
+    """Lesson 07 calls `lab.run((1, 2, 4))` in this session: it gets these measurements without starting a
+    rank, with predictions computed again. Another matrix, or reuse switched off, finds nothing."""
+    start = time.monotonic()
+    again, seconds = lab.run((1, 2, 4))
+    assert time.monotonic() - start < 5 and multiprocessing.active_children() == []
+    assert again == lab_run.results and seconds == lab_run.seconds
+    assert reuse.load((1, 2), tuple(lab.MODE_NAMES)) is None
+    monkeypatch.delenv(reuse.ENV)
+    assert reuse.load((1, 2, 4), tuple(lab.MODE_NAMES)) is None
+
+
+def test_the_reuse_key_changes_with_any_source_file(tmp_path, monkeypatch):
+    matrix = ((1, 2, 4), tuple(lab.MODE_NAMES))
+    package = tmp_path / "zero_lessons"
+    (package / "lab").mkdir(parents=True)
+    for path in reuse.PACKAGE.rglob("*.py"):
+        target = package / path.relative_to(reuse.PACKAGE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    monkeypatch.setattr(reuse, "PACKAGE", package)
+    first = reuse.key(*matrix)
+    assert reuse.key(*matrix) == first
+    with (package / "lab" / "rank_torch.py").open("a") as source:
+        source.write("# a change\n")
+    assert reuse.key(*matrix) != first
+    monkeypatch.setattr(reuse, "_version", lambda name: "0.0.other")
+    assert len({first, reuse.key(*matrix), reuse.key((1, 2), matrix[1])}) == 3
+
+
+def test_modes_are_deepspeeds_own_settings_with_its_defaults():
+    """Each DeepSpeed mode's settings parse with DeepSpeed's own schema (which refuses unknown keys), and the
+    defaults the predictions assume are DeepSpeed's."""
+    config = need_module("deepspeed.runtime.zero.config")
+    for mode in modes.MODES:
+        if mode.framework == modes.DEEPSPEED:
+            parsed = config.DeepSpeedZeroConfig(**modes.deepspeed_config(mode)["zero_optimization"])
+            assert int(parsed.stage) == mode.stage
+    defaults = config.DeepSpeedZeroConfig(stage=3).model_dump(by_alias=True)
+    assert {name: defaults[name] for name in predict_deepspeed.DEFAULTS} == predict_deepspeed.DEFAULTS
+    with pytest.raises(Exception, match="stage3_max_reuse_distanc"):
+        config.DeepSpeedZeroConfig(stage=3, stage3_max_reuse_distanc=0)
+
+
+def test_bad_input_is_refused_before_any_rank_starts():
+    for kwargs, error, message in [
+        ({"ranks": (1, 9)}, ValueError, "ranks must be a whole number from 1 to 8, got 9"),
+        ({"ranks": 2}, TypeError, "ranks must be a non-empty tuple"),
+        ({"ranks": ()}, TypeError, "ranks must be a non-empty tuple"),
+        ({"modes": ("nonsense",)}, ValueError, "mode must be one of ddp, .*, got 'nonsense'"),
+        ({"modes": "ddp"}, TypeError, "modes must be a non-empty tuple"),
+        ({"timeout": 0}, ValueError, "timeout must be a number > 0"),
+    ]:
+        with pytest.raises(error, match=message):
+            lab.run(**kwargs)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_failing_rank_fails_the_lab_cleanly(tmp_path, monkeypatch):
+    """A rank whose DeepSpeed cannot be imported (a broken install, here a stand-in on the ranks' path)."""
+    (tmp_path / "deepspeed").mkdir()
+    (tmp_path / "deepspeed" / "__init__.py").write_text(
+        "raise ImportError('deepspeed is broken on purpose')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))  # spawned ranks start with the parent's sys.path
+    with pytest.raises(lab.LabError, match=r"(?s)rank \d of 2 failed:.*deepspeed is broken on purpose"):
+        lab.run((2,), modes=("ds_zero0",), timeout=60)
     assert multiprocessing.active_children() == []
 
 
 def _signal_a_rank(sig: int, after: float) -> threading.Thread:
-    """From a thread: once the lab's two ranks are running, wait `after` seconds and send `sig` to the second."""
+    """From a thread: once the lab's two ranks run, wait `after` seconds and send `sig` to the second."""
+
     def send():
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -200,6 +428,7 @@ def _signal_a_rank(sig: int, after: float) -> threading.Thread:
                 os.kill(ranks[1], sig)
                 return
             time.sleep(0.05)
+
     thread = threading.Thread(target=send, daemon=True)
     thread.start()
     return thread
@@ -207,7 +436,9 @@ def _signal_a_rank(sig: int, after: float) -> threading.Thread:
 
 def test_a_killed_rank_fails_the_lab_and_stops_the_other():
     thread, start = _signal_a_rank(signal.SIGKILL, after=1), time.monotonic()
-    with pytest.raises(lab.LabError, match=r"rank \d"):  # "rank 1 exited with -9 ..." or the survivor's own failure
+    with pytest.raises(
+        lab.LabError, match=r"rank \d"
+    ):  # "rank 1 exited with -9 ..." or the survivor's own failure
         lab.run((2,), modes=("ddp",), timeout=60)
     thread.join()
     assert time.monotonic() - start < 40
@@ -224,28 +455,52 @@ def test_a_hung_rank_times_out_instead_of_hanging():
 
 
 def test_parent_never_imports_torch_and_cli_runs_the_lab():
-    code = ("import sys, zero_lessons.lab, zero_lessons.lab.report, zero_lessons.lab.predict, zero_lessons.lab.ds_predict; "
-            "print('torch' in sys.modules, 'deepspeed' in sys.modules)")
+    parent_side = (
+        "zero_lessons.lab",
+        "zero_lessons.lab.report",
+        "zero_lessons.lab.runner",
+        "zero_lessons.lab.reuse",
+        "zero_lessons.lab.predict_torch",
+        "zero_lessons.lab.predict_deepspeed",
+    )
+    code = f"import sys, {', '.join(parent_side)}; print('torch' in sys.modules, 'deepspeed' in sys.modules)"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
     assert found == "False False"
-    out = subprocess.run([sys.executable, "-m", "zero_lessons", "lab", "--ranks", "1", "--json"], capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "zero_lessons", "lab", "--ranks", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stderr == ""  # what the ranks print (DeepSpeed's warnings, its build) goes to their logs
     data = json.loads(out.stdout)
     assert len(data["rows"]) == len(lab.MODE_NAMES) and all(r["matches"] for r in data["rows"])
-    bad = subprocess.run([sys.executable, "-m", "zero_lessons", "lab", "--ranks", "1,99"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "zero_lessons", "lab", "--ranks", "1,99"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "--ranks" in bad.stderr
-    bad = subprocess.run([sys.executable, "-m", "zero_lessons", "lab", "--modes", "ds_zero9"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "zero_lessons", "lab", "--modes", "ds_zero9"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "--modes" in bad.stderr and "ds_zero3" in bad.stderr
 
 
 def test_cli_runs_chosen_modes_only():
-    out = subprocess.run([sys.executable, "-m", "zero_lessons", "lab", "--ranks", "2", "--modes", "ds_zero3,ddp", "--json"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "zero_lessons", "lab", "--ranks", "2", "--modes", "ds_zero3,ddp", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     rows = json.loads(out.stdout)["rows"]
-    assert [(r["mode"], r["rank"]) for r in rows] == [("ddp", 0), ("ddp", 1), ("ds_zero3", 0), ("ds_zero3", 1)]
+    assert [(r["mode"], r["rank"]) for r in rows] == [
+        ("ddp", 0),
+        ("ddp", 1),
+        ("ds_zero3", 0),
+        ("ds_zero3", 1),
+    ]
     assert all(r["matches"] for r in rows)
 
 
@@ -278,10 +533,15 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
 @pytest.mark.parametrize("whole_group", [True, False], ids=["terminal-ctrl-c", "kernel-interrupt"])
 def test_ctrl_c_stops_the_lab_and_leaves_no_process_behind(whole_group):
-    """A terminal's Ctrl-C reaches every process in the foreground group; Jupyter's "interrupt kernel" reaches only
-    the kernel, so then the parent alone must stop the ranks."""
-    proc = subprocess.Popen([sys.executable, "-m", "zero_lessons", "lab", "--ranks", "4"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    """A terminal's Ctrl-C reaches every process in the foreground group; Jupyter's "interrupt kernel"
+    reaches only the kernel, so then the parent alone must stop the ranks."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zero_lessons", "lab", "--ranks", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline, kids = time.monotonic() + 60, []
     while time.monotonic() < deadline and len(kids) < 5:  # four ranks and multiprocessing's resource tracker
         kids = _children(proc.pid)

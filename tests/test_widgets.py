@@ -1,6 +1,7 @@
 """The explorer's wiring, driven in-process without a browser: views always equal the pure model."""
 
 import random
+from html import escape
 
 import pytest
 
@@ -13,7 +14,7 @@ def shown_matches_model(app: Explorer) -> None:
     """Every view equals what `compute_view` gives for the settings the app last accepted."""
     expected = compute_view(app.view.settings)
     assert app.table.value == expected.table.to_html()
-    assert app.verdict.value == f"<b class='zero-verdict'>{expected.verdict}</b>"
+    assert app.verdict.value == f"<b class='zero-verdict'>{escape(expected.verdict, quote=False)}</b>"
     assert app.bars.value == plot_memory_bars(expected)
     assert app.advice.value == expected.advice.to_html()
 

@@ -38,6 +38,7 @@ class Transformer:
 
 def layer_bytes(model: Transformer) -> int:
     """Activation bytes one layer keeps for its backward pass, with no recomputation (Korthikanti eq. 1)."""
+    checks.instance("model", model, Transformer, "an activations.Transformer")
     s, b, h, a = model.seq_len, model.micro_batch, model.hidden, model.heads
     return 34 * s * b * h + 5 * a * s * s * b  # s·b·h·(34 + 5·a·s/h), kept in integers
 
@@ -52,8 +53,8 @@ def activation_bytes(model: Transformer, recompute: str = "none") -> int:
     "selective" drops the 5·a·s²·b attention-score term, which FlashAttention also never stores;
     "full" keeps each layer's 2·s·b·h input and rebuilds one layer at a time in the backward pass.
     """
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    checks.instance("model", model, Transformer, "an activations.Transformer")
+    checks.choice("recompute", recompute, RECOMPUTE)
     s, b, h = model.seq_len, model.micro_batch, model.hidden
     if recompute == "selective":
         return model.layers * 34 * s * b * h
@@ -64,6 +65,7 @@ def activation_bytes(model: Transformer, recompute: str = "none") -> int:
 
 def zero_paper_estimate(model: Transformer) -> int:
     """The ZeRO paper's rule of thumb: 12·h·b·s·L activation values of 2 bytes each."""
+    checks.instance("model", model, Transformer, "an activations.Transformer")
     return 2 * 12 * model.hidden * model.micro_batch * model.seq_len * model.layers
 
 

@@ -19,7 +19,8 @@ RULES = {
     "activations": "Model state fits under stage 3 but activations do not: add activation checkpointing "
                    "or use a smaller micro-batch.",
     "offload": "Not even stage 3 fits on the GPUs: offload state to host memory, at a cost in PCIe traffic.",
-    "does-not-fit": "Nothing fits, even with offload: add GPUs, host memory, or shrink the model or the batch.",
+    "does-not-fit": "The model state does not fit on these GPUs even under stage 3: add GPUs, offload to "
+                    "host memory, or shrink the model or the batch.",
 }
 
 
@@ -42,9 +43,9 @@ class Advice:
 
     @property
     def headline(self) -> str:
-        """The choice in a few words: "use ZeRO-3 with optimizer offload", or "nothing fits"."""
+        """The choice in a few words: "use ZeRO-3 with optimizer offload", or "no stage fits"."""
         if self.stage is None:
-            return "nothing fits"
+            return "no stage fits"
         return f"use {self.stage.label}" + (f" with {self.offload} offload" if self.offload != "none" else "")
 
     def to_html(self) -> str:
@@ -52,21 +53,29 @@ class Advice:
         from html import escape
 
         items = "".join(f"<li>{escape(r)}</li>" for r in self.reasons)
-        return f"<div class='zero-advice'><b>{escape(self.headline)}</b>: {escape(RULES[self.rule])}<ul>{items}</ul></div>"
+        return (f"<div class='zero-advice'><b>{escape(self.headline)}</b>. {escape(RULES[self.rule])}"
+                f"<ul>{items}</ul></div>")
 
     def to_dict(self) -> dict:
         """Plain data for JSON: the choice, the rule, the numbers in bytes, and the reasons."""
+        number = units.json_number
         return {"stage": None if self.stage is None else int(self.stage), "offload": self.offload, "rule": self.rule,
-                "explanation": RULES[self.rule], "budget_bytes": int(self.budget),
-                "activation_bytes": int(self.activations), "needs_bytes": [int(n) for n in self.needs],
+                "explanation": RULES[self.rule], "budget_bytes": number(self.budget),
+                "activation_bytes": number(self.activations), "needs_bytes": [number(n) for n in self.needs],
                 "reasons": list(self.reasons)}
 
     def __repr__(self) -> str:
-        return "\n".join([f"{self.headline}: {RULES[self.rule]}", *(f"  - {r}" for r in self.reasons)])
+        lines = [f"{_capital(self.headline)}. {RULES[self.rule]}", *(f"  - {r}" for r in self.reasons)]
+        return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
         pick = self.headline if self.stage is None else self.headline.replace(self.stage.label, f"**{self.stage.label}**")
-        return "\n".join([f"{pick}. {RULES[self.rule]}", "", *(f"- {r}" for r in self.reasons)])
+        return "\n".join([f"{_capital(pick)}. {RULES[self.rule]}", "", *(f"- {r}" for r in self.reasons)])
+
+
+def _capital(text: str) -> str:
+    """`text` with its first letter in capitals, to open a sentence."""
+    return text[:1].upper() + text[1:]
 
 
 def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe | str = MIXED_ADAM,
@@ -74,9 +83,13 @@ def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe 
     """Pick the lowest stage whose model state plus `activations` fits in `gpu_memory` per GPU.
 
     Offload is tried only when no stage fits on the GPUs and `cpu_memory` (per node) is given.
+    Every input is checked first, whichever path the advice then takes.
     """
-    recipe, budget = get(recipe), units.as_bytes("gpu_memory", gpu_memory)
-    act = checks.amount("activations", activations)
+    params, gpus, recipe = checks.params(params), checks.gpus(gpus), get(recipe)
+    budget, unit = units.as_bytes("gpu_memory", gpu_memory), units.unit_name(unit)
+    act = units.as_bytes("activations", activations, zero=True)
+    host = None if cpu_memory is None else units.as_bytes("cpu_memory", cpu_memory)
+    per_node = checks.gpus_per_node(gpus_per_node)
     states = [memory.per_gpu(params, gpus, s, recipe).total for s in Stage]
     needs = tuple(state + act for state in states)
     show = lambda b: units.format_bytes(b, unit)  # noqa: E731
@@ -96,7 +109,7 @@ def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe 
         fewest = memory.min_gpus(params, budget, Stage.ZERO3, recipe)
         reasons.append(f"stage 3 model state alone would fit on {fewest:,} GPUs" if fewest else
                        "no number of GPUs makes it fit")
-        stage, offload, why = _try_offload(params, gpus, budget, act, recipe, cpu_memory, gpus_per_node, show)
+        stage, offload, why = _try_offload(params, gpus, budget, act, recipe, host, per_node, show)
         reasons.append(why)
         rule = "offload" if stage is not None else "does-not-fit"
         return Advice(stage, rule, needs, budget, act, tuple(reasons), offload)
@@ -105,13 +118,11 @@ def advise(params: int, gpus: int, gpu_memory, *, activations=0, recipe: Recipe 
     return Advice(stage, rule, needs, budget, act, tuple(reasons))
 
 
-def _try_offload(params: int, gpus: int, budget: Fraction, act: Fraction, recipe: Recipe, cpu_memory,
-                 gpus_per_node: int, show) -> tuple[Stage | None, str, str]:
+def _try_offload(params: int, gpus: int, budget: Fraction, act: Fraction, recipe: Recipe,
+                 host: Fraction | None, per_node: int, show) -> tuple[Stage | None, str, str]:
     """The least offload that fits GPU and host memory: optimizer under stage 2, then 3, then parameters too."""
-    if cpu_memory is None:
-        return None, "none", "no host memory given (cpu_memory), so offload was not considered"
-    host = units.as_bytes("cpu_memory", cpu_memory)
-    per_node = checks.whole("gpus_per_node", gpus_per_node, high=1024)
+    if host is None:
+        return None, "none", "no host memory given, so offload was not considered"
     for stage, what in ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "optimizer+parameters")):
         on_gpu, off_gpu = offload.offloaded(params, gpus, stage, recipe, parameters=what != "optimizer")
         if on_gpu.total + act <= budget and off_gpu.total * min(per_node, gpus) <= host:
@@ -134,6 +145,7 @@ def _why_stage_three(params: int, gpus: int, budget: Fraction, act: Fraction, re
 
 def advise_model(model, gpus: int, gpu_memory, *, recompute: str = "none", **options) -> Advice:
     """`advise` for a transformer and its batch: the activations come from `activations.activation_bytes`."""
-    from .activations import activation_bytes
+    from .activations import Transformer, activation_bytes
 
+    checks.instance("model", model, Transformer, "an activations.Transformer")
     return advise(model.params, gpus, gpu_memory, activations=activation_bytes(model, recompute), **options)

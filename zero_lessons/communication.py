@@ -14,6 +14,18 @@ from fractions import Fraction
 from . import checks, units
 from .stages import Stage, as_stage
 
+#: Elements each GPU sends per element of the tensor, by the paper's count: an all-reduce is a
+#: reduce-scatter plus an all-gather, so 2; a reduce to one rank costs that rank's share of a reduce-scatter.
+MULTIPLE: dict[str, int] = {"all-reduce": 2, "reduce-scatter": 1, "all-gather": 1, "broadcast": 1,
+                            "reduce": 1}
+
+
+def multiple(op: str) -> int:
+    """The paper's elements sent per GPU per tensor element for collective `op` ("all-reduce", "all_reduce")."""
+    key = op.replace("_", "-") if isinstance(op, str) else op
+    return MULTIPLE[checks.choice("collective", key, MULTIPLE)]
+
+
 #: Bytes per communicated element, by dtype name.
 DTYPES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
 
@@ -30,7 +42,7 @@ class Collective:
     @property
     def multiple(self) -> int:
         """Elements sent per GPU, in units of Ψ (before the ring factor)."""
-        return 2 if self.op == "all-reduce" else 1
+        return multiple(self.op)
 
 
 _PLANS: dict[Stage, tuple[Collective, ...]] = {
@@ -64,7 +76,7 @@ def volume_elements(params: int, gpus: int, stage: Stage | int | str, *, ring: b
     With gradient accumulation over `micro_batches`, collectives that must run for every
     micro-batch repeat, while data parallelism and stage 1 still communicate once per step.
     """
-    params, factor = checks.params(params), ring_factor(gpus) if ring else Fraction(1)
+    params, factor = checks.params(params), ring_factor(gpus) if checks.flag("ring", ring) else Fraction(1)
     repeats = checks.whole("micro_batches", micro_batches, high=10**6)
     multiple = sum(c.multiple * (repeats if c.per_micro_batch else 1) for c in collectives(stage))
     return multiple * params * factor
@@ -74,7 +86,7 @@ def dtype_bytes(dtype: str | int) -> int:
     """Bytes per communicated element for a dtype name such as "bf16", or a byte count."""
     if isinstance(dtype, str):
         if dtype.lower() not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {checks.shown(dtype)}")
         return DTYPES[dtype.lower()]
     return checks.whole("dtype bytes", dtype, low=1, high=8)
 

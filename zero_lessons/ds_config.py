@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import checks
 from .stages import Stage, as_stage
 
 #: What can be offloaded, from least to most.
@@ -11,9 +12,10 @@ OFFLOADS = ("none", "optimizer", "optimizer+parameters")
 def zero_config(stage: Stage | int | str, offload: str = "none", *, micro_batch: int = 1,
                 nvme_path: str | None = None) -> dict:
     """A DeepSpeed config dict with `zero_optimization` for `stage`, bf16, and the requested offload."""
-    stage = as_stage(stage)
-    if offload not in OFFLOADS:
-        raise ValueError(f"offload must be one of {', '.join(OFFLOADS)}, got {offload!r}")
+    stage, offload = as_stage(stage), checks.choice("offload", offload, OFFLOADS)
+    micro_batch = checks.whole("micro_batch", micro_batch, high=10**6)
+    if nvme_path is not None:
+        checks.instance("nvme_path", nvme_path, str, "a path such as '/local_nvme', or None")
     if offload != "none" and stage is Stage.DP:
         raise ValueError("offload needs a partitioned optimizer: stage must be 1, 2 or 3 to offload")
     if offload == "optimizer+parameters" and stage is not Stage.ZERO3:

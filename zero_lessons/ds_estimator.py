@@ -18,6 +18,8 @@ from . import checks, units
 
 #: The DeepSpeed release whose formulas this module follows.
 DEEPSPEED_VERSION = "0.19.8"
+#: Largest `additional_buffer_factor` accepted (DeepSpeed's default is 1.5).
+MAX_BUFFER_FACTOR = 1000
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,11 @@ class Estimate:
     options: str  #: the options as DeepSpeed prints them, e.g. "offload_optimizer=cpu "
     gpu_bytes: int  #: model-state bytes per GPU
     cpu_bytes: int  #: host bytes per node
+
+    def __post_init__(self):
+        checks.instance("options", self.options, str, "text")
+        for name in ("gpu_bytes", "cpu_bytes"):
+            checks.whole(name, getattr(self, name), low=0, high=10**24)  # the estimators stay below 10**22
 
     def line(self) -> str:
         """The line as DeepSpeed prints it: GiB figures labelled "GB"."""
@@ -39,10 +46,12 @@ def _floor(value: Fraction) -> int:
 
 
 def _common(total_params: int, gpus_per_node: int, nodes: int, buffer_factor) -> tuple[int, int, int, Fraction]:
-    """Validate the shared inputs."""
-    return (checks.params(total_params), checks.whole("gpus_per_node", gpus_per_node, high=1024),
-            checks.whole("nodes", nodes, high=checks.MAX_GPUS),
-            checks.amount("additional_buffer_factor", buffer_factor, positive=True))
+    """Validate the shared inputs: the package's bounds, and a buffer factor from > 0 to 1,000."""
+    per_node = checks.gpus_per_node(gpus_per_node)
+    nodes = checks.whole("nodes", nodes, high=checks.MAX_GPUS // per_node)  # at most MAX_GPUS GPUs in all
+    factor = checks.amount("additional_buffer_factor", buffer_factor, positive=True,
+                           high=(MAX_BUFFER_FACTOR, f"{MAX_BUFFER_FACTOR:,} (DeepSpeed's default is 1.5)"))
+    return checks.params(total_params), per_node, nodes, factor
 
 
 def zero2(total_params: int, gpus_per_node: int = 1, nodes: int = 1, *, cpu_offload: bool = True,
@@ -50,7 +59,7 @@ def zero2(total_params: int, gpus_per_node: int = 1, nodes: int = 1, *, cpu_offl
     """DeepSpeed's ZeRO-2 estimate: fp16 weights whole on each GPU, 18 bytes per parameter split, or offloaded."""
     p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
     gpus = per_node * nodes
-    if cpu_offload:
+    if checks.flag("cpu_offload", cpu_offload):
         gpu, cpu = 2 * p, p * max(4 * gpus, 16) * factor
     else:
         gpu, cpu = 2 * p + _floor(Fraction(18 * p, gpus)), p * 4 * per_node * factor
@@ -63,6 +72,9 @@ def zero3(total_params: int, largest_layer_params: int, gpus_per_node: int = 1, 
     """DeepSpeed's ZeRO-3 estimate: 18 bytes per parameter split (or on the host) plus the largest layer's 4 bytes."""
     p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
     layer = checks.whole("largest_layer_params", largest_layer_params, low=0, high=p)
+    cpu_offload = checks.flag("cpu_offload", cpu_offload)
+    cpu_offload_params = checks.flag("cpu_offload_params", cpu_offload_params)
+    zero_init = checks.flag("zero_init", zero_init)
     if cpu_offload_params and not cpu_offload:
         raise ValueError("cpu_offload_params needs cpu_offload: DeepSpeed offloads parameters only with the optimizer")
     gpus, working = per_node * nodes, 4 * layer

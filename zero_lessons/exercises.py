@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import communication, memory, offload, units
+from . import checks, communication, memory, offload, units
 from .advice import advise
 from .recipes import MEGATRON_18, MIXED_ADAM, STATES, Recipe, custom
 from .stages import Stage, as_stage
@@ -151,13 +151,9 @@ def _read(exercise: Exercise, answer) -> Fraction:
             return Fraction(units.parse_count(text, field="answer"))
         if exercise.unit in ("GB", "GiB") and text[-1:].isalpha():
             return units.in_unit(units.parse_size(text, field="answer"), exercise.unit)
-        try:
-            return Fraction(text.removesuffix("s").removesuffix("x").strip())
-        except (ValueError, ZeroDivisionError):
-            raise ValueError(f"answer: cannot read {answer!r} as a number") from None
-    if isinstance(answer, bool) or not isinstance(answer, (int, float, Fraction)):
-        raise TypeError(f"answer must be a number or text such as '41.25 GB', got {type(answer).__name__}")
-    return Fraction(repr(answer)) if isinstance(answer, float) else Fraction(answer)
+        return units.read_ratio(text.removesuffix("s").removesuffix("x").strip(), field="answer",
+                                forms="41.25, 0.15 or 1/2")
+    return checks.exact("answer", answer, "a number or text such as '41.25 GB'")
 
 
 def _near(value: Fraction, target: Fraction) -> bool:
@@ -167,10 +163,8 @@ def _near(value: Fraction, target: Fraction) -> bool:
 
 def check(exercise_id: str, answer, *, show_working: bool = False) -> Feedback:
     """Say whether `answer` is right, and if not, which typical mistake it looks like."""
-    if exercise_id not in EXERCISES:
-        raise ValueError(f"exercise_id must be one of {', '.join(EXERCISES)}, got {exercise_id!r}")
-    exercise = EXERCISES[exercise_id]
-    working = exercise.working if show_working else None
+    exercise = EXERCISES[checks.choice("exercise_id", exercise_id, EXERCISES)]
+    working = exercise.working if checks.flag("show_working", show_working) else None
     if answer is None:
         return Feedback(False, "No answer yet: replace None with your answer.", working=working)
     try:

@@ -37,8 +37,8 @@ class Settings:
     bandwidth: Fraction = field(default=Fraction(100 * 10**9, 8))  #: bytes/s per GPU
 
     def __post_init__(self):
-        checks.params(self.params)
-        checks.gpus(self.gpus)
+        object.__setattr__(self, "params", checks.params(self.params))
+        object.__setattr__(self, "gpus", checks.gpus(self.gpus))
         object.__setattr__(self, "recipe", get(self.recipe))
         object.__setattr__(self, "budget", units.as_bytes("budget", self.budget))
         object.__setattr__(self, "unit", units.unit_name(self.unit))
@@ -69,6 +69,9 @@ class View:
 
 def verdict(table: StageTable) -> str:
     """"lowest stage that fits: ZeRO-2 (28.1 GB of 80 GB)", or why nothing fits."""
+    checks.instance("table", table, StageTable, "a StageTable with a budget")
+    if table.budget is None:
+        raise ValueError("table must have a budget: make it with stage_table(..., budget=...)")
     show = lambda b: f"{units.format_number(units.in_unit(b, table.unit), 1)} {table.unit}"  # noqa: E731
     fit = next((row for row in table.rows if row.fits), None)
     if fit is not None:
@@ -80,6 +83,7 @@ def verdict(table: StageTable) -> str:
 
 def compute_view(settings: Settings) -> View:
     """Compute the table, verdict and traffic for `settings`."""
+    checks.instance("settings", settings, Settings, "an explorer.Settings")
     s = settings
     table = stage_table(s.params, s.gpus, s.recipe, s.unit, budget=s.budget)
     comm = tuple(CommRow(stage, communication.volume_elements(s.params, s.gpus, stage, ring=True),
@@ -91,7 +95,7 @@ def compute_view(settings: Settings) -> View:
 
 def plot_memory_bars(view: View) -> str:
     """SVG: stacked per-GPU bars for each stage, with the budget line."""
-    t = view.table
+    t = _view(view).table
     series = {state: [float(units.in_unit(getattr(row.held, state), t.unit)) for row in t.rows] for state in STATES[::-1]}
     return svg.bar_chart([row.stage.label for row in t.rows], series, COLOURS,
                          title=f"model state per GPU ({t.unit})", ylabel=t.unit,
@@ -101,33 +105,41 @@ def plot_memory_bars(view: View) -> str:
 
 def plot_scaling(view: View) -> str:
     """SVG: per-GPU memory against GPU count, log-log, one curve per stage, budget and current N marked."""
-    s = view.settings
+    s = _view(view).settings
     size = units.unit_size(s.unit)
     series = {}
-    for stage in Stage:  # kept + split/N per parameter: split the recipe once per stage, not once per point
-        kept, split = memory.kept_and_split(stage, s.recipe)
-        series[stage.label] = [float((kept + split / n) * s.params / size) for n in SCALING_GPUS]
+    for stage in Stage:  # kept + split/N per parameter: exact per stage, then floats for the 49 points drawn
+        kept, split = (float(b * s.params / size) for b in memory.kept_and_split(stage, s.recipe))
+        series[stage.label] = [kept + split / n for n in SCALING_GPUS]
     return svg.line_chart(list(SCALING_GPUS), series, COLOURS, title="per-GPU model state as GPUs are added",
                           xlabel="GPUs", ylabel=s.unit, line=float(units.in_unit(s.budget, s.unit)), marker=s.gpus)
 
 
 def plot_comm(view: View) -> str:
     """SVG: seconds per step spent communicating, per stage, at the chosen bandwidth."""
-    s = view.settings
+    s = _view(view).settings
     return svg.bar_chart([row.stage.label for row in view.comm], {"seconds": [float(r.seconds) for r in view.comm]},
-                         COLOURS, labels=[f"{units.format_number(r.seconds)} s" for r in view.comm], title=f"communication per step at {units.format_number(s.bandwidth / 10**9, 2)} GB/s "
-                                        f"({s.dtype}, ring)", ylabel="seconds")
+                         COLOURS, labels=[f"{units.format_number(r.seconds)} s" for r in view.comm],
+                         title=f"communication per step at {units.format_rate(s.bandwidth)} "
+                               f"({s.dtype}, ring)",
+                         ylabel="seconds")
 
 
 def comm_html(view: View) -> str:
     """HTML table: per-stage traffic set against per-GPU memory."""
-    unit = view.settings.unit
+    unit = _view(view).settings.unit
     rows = "".join(f"<tr><td>{r.stage.label}</td><td>{units.format_number(r.elements / view.settings.params)}Ψ</td>"
                    f"<td>{units.format_bytes(r.nbytes, unit)}</td><td>{units.format_number(r.seconds)} s</td>"
                    f"<td>{units.format_bytes(row.held.total, unit)}</td></tr>"
                    for r, row in zip(view.comm, view.table.rows))
     return ("<table class='zero-comm'><tr><th>stage</th><th>sent per GPU</th><th>bytes</th><th>time</th>"
             f"<th>memory per GPU</th></tr>{rows}</table>")
+
+
+def _view(view: View) -> View:
+    """`view`, checked: every chart and table takes a `View` from `compute_view`."""
+    checks.instance("view", view, View, "an explorer.View from compute_view")
+    return view
 
 
 #: Cases a workshop can jump to: label -> the settings that differ from the defaults.

@@ -28,16 +28,25 @@ class Breakdown:
         return {key: units.in_unit(getattr(self, key), unit) for key in ("weights", "gradients", "optimizer", "total")}
 
 
+def ceil_div(a: int | Fraction, b: int | Fraction) -> int:
+    """ceil(a / b) for exact numbers: how many pieces of size `b` cover `a` (real code's padding rule)."""
+    a, b = checks.exact("a", a, digits=None), checks.exact("b", b, digits=None)
+    if b <= 0:
+        raise ValueError(f"b must be a number > 0, got {checks.shown(b)}")
+    return int(-(-a // b))
+
+
 def shard_elements(params: int, gpus: int, padded: bool = False) -> Fraction:
     """Elements of one state each rank keeps: Ψ/N, or ceil(Ψ/N) when padded as real code does."""
-    return Fraction(-(-params // gpus)) if padded else Fraction(params, gpus)
+    params, gpus = checks.whole("params", params), checks.gpus(gpus)  # any size: a property test goes past Ψ's
+    return Fraction(ceil_div(params, gpus)) if padded else Fraction(params, gpus)
 
 
 def per_gpu(params: int, gpus: int, stage: Stage | int | str, recipe: Recipe | str = MIXED_ADAM,
             *, padded: bool = False) -> Breakdown:
     """Per-GPU model-state bytes under `stage`, with partitioned states split across `gpus`."""
     params, gpus, stage, recipe = checks.params(params), checks.gpus(gpus), as_stage(stage), get(recipe)
-    shard = shard_elements(params, gpus, padded)
+    shard = shard_elements(params, gpus, checks.flag("padded", padded))
     held = {s: (shard if stage.partitions(s) else params) * Fraction(recipe.bytes_for(s)) for s in STATES}
     return Breakdown(weights=held["weights"], gradients=held["gradients"], optimizer=held["optimizer"])
 
@@ -85,4 +94,4 @@ def min_gpus(params: int, memory, stage: Stage | int | str, recipe: Recipe | str
         return 1 if replicated <= budget else None
     if replicated >= budget:  # the copied states alone fill the card, however many GPUs share the rest
         return None
-    return max(1, -(-split // (budget - replicated)))
+    return max(1, ceil_div(split, budget - replicated))

@@ -18,11 +18,16 @@ from .memory import Breakdown, per_gpu, shard_elements
 from .recipes import MIXED_ADAM, Recipe, get
 from .stages import Stage, as_stage
 
+#: Fastest compute rate `compute_time` accepts: a zettaflop per second (one GPU today does about 10**15).
+MAX_FLOPS = 10**21
+#: Most tokens in one step that `compute_time` accepts.
+MAX_TOKENS = 10**15
+
 
 def offloaded(params: int, gpus: int, stage: Stage | int | str, recipe: Recipe | str = MIXED_ADAM,
               *, parameters: bool = False) -> tuple[Breakdown, Breakdown]:
     """Per-GPU bytes (left on the GPU, moved to CPU or NVMe) with the optimizer state offloaded."""
-    stage = as_stage(stage)
+    stage, parameters = as_stage(stage), checks.flag("parameters", parameters)
     if stage is Stage.DP:
         raise ValueError("offload needs a partitioned optimizer: stage must be 1, 2 or 3, got 0")
     if parameters and stage is not Stage.ZERO3:
@@ -51,8 +56,9 @@ def link_time(params: int, gpus: int, stage: Stage | int | str, bandwidth, recip
 
 def compute_time(params: int, tokens: int, flops_per_second) -> Fraction:
     """Seconds of GPU compute for one step over `tokens` tokens: about 6·Ψ FLOPs per token (forward + backward)."""
-    rate = checks.amount("flops_per_second", flops_per_second, positive=True)
-    return Fraction(6 * checks.params(params) * checks.whole("tokens", tokens)) / rate
+    rate = checks.amount("flops_per_second", flops_per_second, positive=True,
+                         high=(MAX_FLOPS, "10**21 FLOP/s (a zettaflop per second)"))
+    return Fraction(6 * checks.params(params) * checks.whole("tokens", tokens, high=MAX_TOKENS)) / rate
 
 
 def capacity(params: int, gpus: int, stage: Stage | int | str, recipe: Recipe | str = MIXED_ADAM, *,
@@ -62,9 +68,8 @@ def capacity(params: int, gpus: int, stage: Stage | int | str, recipe: Recipe | 
     With NVMe as the target the offloaded state lives on the drive; the host's pinned staging
     buffers are left out, as everywhere in this model.
     """
-    if target not in ("cpu", "nvme"):
-        raise ValueError(f"target must be 'cpu' or 'nvme', got {target!r}")
+    checks.choice("target", target, ("cpu", "nvme"))
     on_gpu, off_gpu = offloaded(params, gpus, stage, recipe, parameters=parameters)
-    per_node = off_gpu.total * min(checks.whole("gpus_per_node", gpus_per_node, high=1024), checks.gpus(gpus))
+    per_node = off_gpu.total * min(checks.gpus_per_node(gpus_per_node), checks.gpus(gpus))
     return {"gpu": on_gpu.total, "cpu_per_node": per_node if target == "cpu" else Fraction(0),
             "nvme_per_node": per_node if target == "nvme" else Fraction(0)}

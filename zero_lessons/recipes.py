@@ -22,9 +22,10 @@ class Part:
     nbytes: Bytes  #: bytes it stores per parameter
 
     def __post_init__(self):
-        if self.state not in STATES:
-            raise ValueError(f"state must be one of {', '.join(STATES)}, got {self.state!r}")
-        object.__setattr__(self, "nbytes", checks.tidy(checks.amount(f"{self.label} bytes", self.nbytes)))
+        checks.instance("label", self.label, str, "text such as 'fp16 weights'")
+        checks.choice("state", self.state, STATES)
+        nbytes = checks.bytes_per_param(f"{self.label} bytes", self.nbytes)
+        object.__setattr__(self, "nbytes", checks.tidy(nbytes))
 
 
 @dataclass(frozen=True)
@@ -36,15 +37,23 @@ class Recipe:
     source: str = ""  #: where this convention comes from
 
     def __post_init__(self):
+        checks.instance("name", self.name, str, "text such as 'mixed-adam'")
+        checks.instance("parts", self.parts, (tuple, list), "a tuple of Part")
         if not self.parts:
-            raise ValueError(f"recipe {self.name!r} needs at least one part")
+            raise ValueError(f"parts must hold at least one Part, for recipe {checks.shown(self.name)}")
+        for part in self.parts:
+            checks.instance("each of parts", part, Part, "a Part")
         object.__setattr__(self, "parts", tuple(self.parts))
+        by_state = {s: sum((Fraction(p.nbytes) for p in self.parts if p.state == s), Fraction(0)) for s in STATES}
+        for state, total in by_state.items():  # many small parts must not add up past the bound either
+            checks.bytes_per_param(f"{state} bytes", total)
+        # Kept, not recomputed: the explorer asks for these on every redraw.
+        object.__setattr__(self, "_by_state", {s: checks.tidy(total) for s, total in by_state.items()})
+        object.__setattr__(self, "_total", checks.tidy(sum(by_state.values(), Fraction(0))))
 
     def bytes_for(self, state: str) -> Bytes:
         """Bytes per parameter that `state` costs."""
-        if state not in STATES:
-            raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
-        return checks.tidy(sum((Fraction(p.nbytes) for p in self.parts if p.state == state), Fraction(0)))
+        return self._by_state[checks.choice("state", state, STATES)]
 
     @property
     def weight_bytes(self) -> Bytes:
@@ -64,7 +73,7 @@ class Recipe:
     @property
     def total_bytes(self) -> Bytes:
         """Bytes per parameter of all model state, the 16 in "16Ψ"."""
-        return checks.tidy(sum((Fraction(p.nbytes) for p in self.parts), Fraction(0)))
+        return self._total
 
     def summary(self) -> str:
         """One line such as "mixed-adam: 2 + 2 + 12 = 16 B/param"."""
@@ -72,9 +81,9 @@ class Recipe:
 
 
 def custom(weight_bytes, grad_bytes, optimizer_bytes, name: str = "custom") -> Recipe:
-    """A recipe from three byte counts; each must be a finite number ≥ 0."""
+    """A recipe from three byte counts; each must be a finite number from 0 to 1,024."""
     values = {"weight_bytes": weight_bytes, "grad_bytes": grad_bytes, "optimizer_bytes": optimizer_bytes}
-    exact = {key: checks.tidy(checks.amount(key, value)) for key, value in values.items()}
+    exact = {key: checks.tidy(checks.bytes_per_param(key, value)) for key, value in values.items()}
     return Recipe(name, (Part("weights", "weights", exact["weight_bytes"]),
                          Part("gradients", "gradients", exact["grad_bytes"]),
                          Part("optimizer state", "optimizer", exact["optimizer_bytes"])),
@@ -121,6 +130,4 @@ def get(name: str | Recipe) -> Recipe:
     """The preset called `name` (a Recipe passes through unchanged)."""
     if isinstance(name, Recipe):
         return name
-    if name not in PRESETS:
-        raise ValueError(f"recipe must be one of {', '.join(PRESETS)}, got {name!r}")
-    return PRESETS[name]
+    return PRESETS[checks.choice("recipe", name, PRESETS)]

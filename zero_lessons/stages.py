@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
 from enum import IntEnum
 
+from . import checks
 from .recipes import STATES
 
 
@@ -22,9 +24,7 @@ class Stage(IntEnum):
 
     def partitions(self, state: str) -> bool:
         """Whether this stage splits `state` across GPUs rather than copying it to each."""
-        if state not in STATES:
-            raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
-        return state in self.partitioned
+        return checks.choice("state", state, STATES) in self.partitioned
 
     @property
     def label(self) -> str:
@@ -44,12 +44,13 @@ def as_stage(value: object) -> Stage:
     """Read 0-3, "ZeRO-2", "z2", "dp" and the like as a Stage."""
     if isinstance(value, Stage):
         return value
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
-        return Stage(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value <= 3:
+        return Stage(int(value))
     if isinstance(value, str):
         key = value.strip().lower().replace("_", "-")
         key = key.removeprefix("zero-").removeprefix("zero").removeprefix("z")
         number = _ALIASES.get(value.strip().lower(), key)
         if str(number) in {"0", "1", "2", "3"}:
             return Stage(int(number))
-    raise ValueError(f"stage must be 0, 1, 2 or 3 (or 'dp', 'ZeRO-1' ... 'ZeRO-3'), got {value!r}")
+    raise ValueError(f"stage must be 0, 1, 2 or 3 (or 'dp', 'ZeRO-1' ... 'ZeRO-3'), "
+                     f"got {checks.shown(value)}")

@@ -25,6 +25,33 @@ def _frame(title: str, ylabel: str, body: list[str]) -> str:
         *body, "</svg>"])
 
 
+def _checked(xs: list, series: dict[str, list[float]], colours: dict[str, str], *extra: float | None,
+             **texts: object) -> None:
+    """Refuse what cannot be drawn: no points, uneven series, no colour, a value not finite and ≥ 0."""
+    for name, text in texts.items():
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be text, got {type(text).__name__}")
+    if not isinstance(xs, (list, tuple)) or not xs:
+        raise ValueError(f"a chart needs at least one category or x value, got {xs!r:.60}")
+    if not isinstance(series, dict) or not isinstance(colours, dict):
+        raise TypeError("series and colours must be dicts keyed by series name")
+    for name, values in series.items():
+        if name not in colours:
+            raise ValueError(f"colours has no entry for series {name!r:.60}")
+        if not isinstance(values, (list, tuple)) or len(values) != len(xs):
+            raise ValueError(f"series {name!r:.60} must have one value per x value ({len(xs)})")
+    numbers = [v for values in series.values() for v in values] + [v for v in extra if v is not None]
+    drawable, floats = all(issubclass(kind, (int, float)) for kind in set(map(type, numbers))), []
+    try:
+        floats = list(map(float, numbers)) if drawable else []
+    except OverflowError:  # an int past float's range
+        drawable = False
+    if floats and not (min(floats) >= 0 and math.isfinite(sum(floats))):  # a NaN or an infinity spoils the sum
+        drawable = False
+    if not drawable:
+        raise ValueError("every value drawn must be a finite number ≥ 0")
+
+
 def _tick(value: float) -> str:
     """A short axis label: 120, 41.3, 0.5, 1e+03."""
     return f"{value:.3g}"
@@ -41,6 +68,12 @@ def bar_chart(categories: list[str], series: dict[str, list[float]], colours: di
               title: str = "", ylabel: str = "", line: float | None = None, line_label: str = "",
               labels: list[str] | None = None) -> str:
     """Stacked bars, one per category, with their totals (or `labels`) on top and an optional limit line."""
+    _checked(categories, series, colours, line, title=title, ylabel=ylabel, line_label=line_label)
+    if labels is not None and (not isinstance(labels, (list, tuple)) or len(labels) != len(categories)
+                               or not all(isinstance(label, str) for label in labels)):
+        raise ValueError(f"labels must be a list of text, one per category ({len(categories)})")
+    if not all(isinstance(name, str) for name in [*categories, *series]):
+        raise TypeError("categories and series names must be text")
     totals = [sum(values[i] for values in series.values()) for i in range(len(categories))]
     top = max([*totals, line or 0, 1e-12]) * 1.12
     step = _step(top)
@@ -84,14 +117,23 @@ def _legend(labels: list[str], colours: dict[str, str]) -> list[str]:
 def line_chart(xs: list[float], series: dict[str, list[float]], colours: dict[str, str], *, title: str = "",
                xlabel: str = "", ylabel: str = "", line: float | None = None, marker: float | None = None) -> str:
     """Log-log lines sharing one x axis, with an optional horizontal limit and a vertical marker."""
-    ys = [v for values in series.values() for v in values if v > 0] + ([line] if line else [])
+    _checked(xs, series, colours, line, marker, title=title, xlabel=xlabel, ylabel=ylabel)
+    if not all(isinstance(name, str) for name in series):
+        raise TypeError("series names must be text")
+    try:
+        positive = all(isinstance(x, (int, float)) and 0 < float(x) < math.inf for x in xs)
+    except OverflowError:
+        positive = False
+    if not positive:
+        raise ValueError("a log-scale x axis needs every x value to be a finite number > 0")
+    ys = [v for values in series.values() for v in values if v > 0] + ([line] if line else []) or [1.0]
     lo_x, hi_x = math.log10(min(xs)), math.log10(max(xs))
     lo_y, hi_y = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
     plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - RIGHT
     px = lambda v: LEFT + plot_w * (math.log10(v) - lo_x) / max(hi_x - lo_x, 1e-9)  # noqa: E731
     py = lambda v: TOP + plot_h * (1 - (math.log10(v) - lo_y) / max(hi_y - lo_y, 1))  # noqa: E731
     body = [f"<rect x='{LEFT}' y='{TOP}' width='{plot_w}' height='{plot_h}' fill='none' stroke='#333'/>"]
-    for e in range(lo_y, hi_y + 1):
+    for e in range(lo_y, hi_y + 1, max(1, math.ceil((hi_y - lo_y) / 8))):  # at most about eight labels
         body.append(f"<text x='{LEFT - 4}' y='{py(10**e) + 4:.1f}' text-anchor='end' fill='#555'>{_tick(10**e)}</text>")
     for e in range(math.ceil(lo_x), math.floor(hi_x) + 1):
         body.append(f"<text x='{px(10**e):.1f}' y='{TOP + plot_h + 14}' text-anchor='middle' fill='#555'>"

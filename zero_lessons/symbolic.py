@@ -1,18 +1,19 @@
 """The same memory and communication model as sympy expressions, for derivations in the lessons.
 
 The notation follows the ZeRO paper: Ψ (`params`), N_d (`gpus`), K (`optimizer_bytes`),
-with b_w and b_g for the weight and gradient bytes the paper fixes at 2.
+with b_w and b_g for the weight and gradient bytes the paper fixes at 2. No text is ever
+handed to sympy's parser: `evaluate` takes expressions built here, never strings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 
 import sympy as sp
 
-from . import communication
+from . import checks, communication, units
 from .recipes import STATES, Recipe, get
 from .stages import Stage, as_stage
 
@@ -27,7 +28,13 @@ BYTES = {"weights": sp.Symbol("b_w", nonnegative=True), "gradients": sp.Symbol("
 def numbers(recipe: Recipe | str) -> dict[sp.Symbol, sp.Rational]:
     """The substitution that turns b_w, b_g and K into `recipe`'s numbers."""
     recipe = get(recipe)
-    return {BYTES[s]: sp.Rational(str(Fraction(recipe.bytes_for(s)))) for s in STATES}
+    return {BYTES[s]: _rational(recipe.bytes_for(s)) for s in STATES}
+
+
+def _rational(value: Fraction | int) -> sp.Rational:
+    """An exact number as a sympy Rational, built from its numerator and denominator (never from text)."""
+    value = Fraction(value)
+    return sp.Rational(value.numerator, value.denominator)
 
 
 def per_gpu_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
@@ -37,25 +44,43 @@ def per_gpu_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -
     return expr if recipe is None else sp.expand(expr.subs(numbers(recipe)))
 
 
-@lru_cache(maxsize=256)  # solving is slow and the answers never change
+def _checked(stage, recipe) -> tuple[Stage, Recipe | None]:
+    """Stage and recipe checked before they reach a cache, which would hash them first."""
+    return as_stage(stage), None if recipe is None else get(recipe)
+
+
 def limit_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
     """Per-GPU bytes as N_d → ∞: what no number of GPUs can remove."""
+    return _limit(*_checked(stage, recipe))
+
+
+def max_params_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
+    """The largest Ψ that fits in M bytes per GPU, solved from per-GPU bytes = M."""
+    return _max_params(*_checked(stage, recipe))
+
+
+def min_gpus_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
+    """The N_d at which per-GPU bytes equal M; round up to get the fewest GPUs that fit."""
+    return _min_gpus(*_checked(stage, recipe))
+
+
+@lru_cache(maxsize=256)  # solving is slow and the answers never change
+def _limit(stage: Stage, recipe: Recipe | None) -> sp.Expr:
     return sp.limit(per_gpu_expr(stage, recipe), N_d, sp.oo)
 
 
-@lru_cache(maxsize=256)  # solving is slow and the answers never change
-def max_params_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
-    """The largest Ψ that fits in M bytes per GPU, solved from per-GPU bytes = M."""
+@lru_cache(maxsize=256)
+def _max_params(stage: Stage, recipe: Recipe | None) -> sp.Expr:
     (solution,) = sp.solve(sp.Eq(per_gpu_expr(stage, recipe), M), Psi)
     return sp.simplify(solution)
 
 
-@lru_cache(maxsize=256)  # solving is slow and the answers never change
-def min_gpus_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
-    """The N_d at which per-GPU bytes equal M; round up to get the fewest GPUs that fit."""
+@lru_cache(maxsize=256)
+def _min_gpus(stage: Stage, recipe: Recipe | None) -> sp.Expr:
     expr = per_gpu_expr(stage, recipe)
     if not expr.has(N_d):
-        raise ValueError(f"{as_stage(stage).label} partitions nothing, so the GPU count does not change the fit")
+        raise ValueError(f"stage must be 1, 2 or 3: {stage.label} partitions nothing, so the GPU count "
+                         f"does not change the fit")
     (solution,) = sp.solve(sp.Eq(expr, M), N_d)
     return sp.simplify(solution)
 
@@ -63,16 +88,38 @@ def min_gpus_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) 
 def comm_expr(stage: Stage | int | str, ring: bool = False) -> sp.Expr:
     """Elements one GPU sends per step, in Ψ and (with `ring`) N_d."""
     total = sum(c.multiple for c in communication.collectives(stage)) * Psi
-    return total * (N_d - 1) / N_d if ring else total
+    return total * (N_d - 1) / N_d if checks.flag("ring", ring) else total
+
+
+#: What `evaluate` may be given a value for, and how each value is checked.
+VALUES = {"params": (Psi, checks.params), "gpus": (N_d, checks.gpus),
+          "memory": (M, lambda v: units.as_bytes("memory", v))}
+#: Largest power `evaluate` accepts in an expression: the model's formulas use at most 1/N_d.
+MAX_POWER = 4
 
 
 def evaluate(expr: sp.Expr, recipe: Recipe | str, **values) -> Fraction:
-    """Exact value of `expr` for `recipe` and values such as params=…, gpus=…, memory=…."""
-    names = {"params": Psi, "gpus": N_d, "memory": M}
-    subs = numbers(recipe) | {names[k]: sp.Rational(str(Fraction(v))) for k, v in values.items()}
-    result = sp.sympify(expr).subs(subs)
+    """Exact value of `expr` for `recipe` and values such as params=…, gpus=…, memory=….
+
+    `expr` must be a sympy expression, such as `per_gpu_expr(1)`; text is refused, never parsed,
+    because sympy's parser runs Python. Its symbols must be this module's, with small powers.
+    """
+    if isinstance(expr, str) or not isinstance(expr, sp.Expr):
+        raise TypeError(f"expr must be a sympy expression such as symbolic.per_gpu_expr(1), "
+                        f"got {checks.kind(expr)}")
+    known = {Psi, N_d, M, *BYTES.values()}
+    if not expr.free_symbols <= known:
+        raise ValueError(f"expr may use only {', '.join(sorted(map(str, known)))}, "
+                         f"got {', '.join(sorted(map(str, expr.free_symbols - known)))}")
+    if any(not (p.exp.is_Integer and abs(p.exp) <= MAX_POWER) for p in expr.atoms(sp.Pow)):
+        raise ValueError(f"expr may raise to whole powers from -{MAX_POWER} to {MAX_POWER} only")
+    for key in values:
+        checks.choice("value name", key, VALUES)
+    subs = numbers(recipe) | {VALUES[k][0]: _rational(VALUES[k][1](v)) for k, v in values.items()}
+    result = expr.subs(subs)
     if not result.is_Rational:
-        raise ValueError(f"give a value for each of {sorted(map(str, result.free_symbols))}")
+        raise ValueError(f"values must give params=…, gpus=… or memory=… for each of "
+                         f"{', '.join(sorted(map(str, result.free_symbols)))}")
     return Fraction(int(result.p), int(result.q))
 
 
@@ -110,9 +157,9 @@ def bytes_per_param(recipe: Recipe | str) -> Derivation:
     recipe = get(recipe)
     running, steps = sp.Integer(0), []
     for part in recipe.parts:
-        term = sp.Rational(str(Fraction(part.nbytes)))
+        term = _rational(part.nbytes)
         running += term
-        shown = sp.Add(*[sp.Rational(str(Fraction(p.nbytes))) for p in recipe.parts[: len(steps) + 1]],
+        shown = sp.Add(*[_rational(p.nbytes) for p in recipe.parts[: len(steps) + 1]],
                        evaluate=False)
         steps.append(Step(f"+ {part.label} ({part.state})", shown))
     steps.append(Step("bytes per parameter", running))

@@ -84,28 +84,24 @@ class StageTable:
 
     def to_dict(self) -> dict:
         """Plain data for JSON: bytes exact (int when integral), amounts in the display unit."""
-        recipe = {"name": self.recipe.name, "weight_bytes": _number(self.recipe.weight_bytes),
-                  "grad_bytes": _number(self.recipe.grad_bytes), "optimizer_bytes": _number(self.recipe.optimizer_bytes)}
+        number = units.json_number
+        recipe = {"name": self.recipe.name, "weight_bytes": number(self.recipe.weight_bytes),
+                  "grad_bytes": number(self.recipe.grad_bytes),
+                  "optimizer_bytes": number(self.recipe.optimizer_bytes)}
         stages = [{"stage": int(r.stage), "name": r.stage.label, "partitioned": list(r.stage.partitioned),
-                   "bytes": {key: _number(getattr(r.held, key)) for key in _AMOUNTS},
-                   "in_unit": {key: _number(v) for key, v in r.held.in_unit(self.unit).items()},
-                   "communication_elements": _number(r.comm_elements), "fits": r.fits}
+                   "bytes": {key: number(getattr(r.held, key)) for key in _AMOUNTS},
+                   "in_unit": {key: number(v) for key, v in r.held.in_unit(self.unit).items()},
+                   "communication_elements": number(r.comm_elements), "fits": r.fits}
                   for r in self.rows]
         return {"params": self.params, "gpus": self.gpus, "recipe": recipe, "unit": self.unit,
-                "budget_bytes": None if self.budget is None else _number(self.budget), "stages": stages}
-
-
-def _number(value) -> int | float:
-    """An exact int when integral, else the nearest float."""
-    value = Fraction(value)
-    return value.numerator if value.denominator == 1 else float(value)
+                "budget_bytes": None if self.budget is None else number(self.budget), "stages": stages}
 
 
 def stage_table(params: int, gpus: int, recipe: Recipe | str = MIXED_ADAM, unit: str = "GB",
                 *, padded: bool = False, budget=None) -> StageTable:
     """The article's table for any model: per-GPU bytes for data parallel and ZeRO-1 to 3."""
     params, gpus, recipe = checks.params(params), checks.gpus(gpus), get(recipe)
-    unit = units.unit_name(unit)  # reject an unknown unit before any work, and spell it right
+    unit, padded = units.unit_name(unit), checks.flag("padded", padded)  # check everything before any work
     limit = None if budget is None else units.as_bytes("budget", budget)
     rows = []
     for stage in Stage:

@@ -1,7 +1,9 @@
 """Byte units under their right names, and safe parsers for counts, sizes and bandwidths.
 
-No parser here calls `eval` or `sympify`: each matches one regular expression and
-builds the number with `fractions.Fraction`, so "7.5B" is exactly 7_500_000_000.
+No parser here calls `eval` or `sympify`. Each matches one regular expression and hands the
+digits to `read_decimal`, the one number reader, which refuses more than 50 digits or an
+exponent past ±99 before it builds the exact `fractions.Fraction`: "7.5B" is exactly
+7_500_000_000, and "1e99999999" is an error at once, not a minute of arithmetic.
 """
 
 from __future__ import annotations
@@ -19,86 +21,87 @@ GiB = 2**30
 #: Unit names accepted for display, with their size in bytes.
 UNITS: dict[str, int] = {"B": 1, "kB": 10**3, "KiB": 2**10, "MB": 10**6, "MiB": 2**20,
                          "GB": GB, "GiB": GiB, "TB": 10**12, "TiB": 2**40}
+#: Most digits a typed number may have, and the largest exponent it may carry.
+TYPED_DIGITS, TYPED_EXPONENT = 50, 99
+#: Most decimals `format_number` shows.
+MAX_DECIMALS = 30
+#: Longest whole part `format_number` writes out; a longer one is shown by its size.
+WRITTEN_DIGITS = 40
 
 _UNIT_KEYS = {key.lower(): size for key, size in UNITS.items()} | {"bytes": 1}
 _COUNT_WORDS = {"": 1, "k": 10**3, "thousand": 10**3, "m": 10**6, "million": 10**6,
                 "b": 10**9, "billion": 10**9, "t": 10**12, "trillion": 10**12}
-_NUMBER = r"(?P<number>\d(?:_?\d)*(?:\.\d(?:_?\d)*)?(?:[eE][+-]?\d{1,2})?)"
+_DECIMAL = r"(?P<whole>[0-9](?:_?[0-9])*)(?:\.(?P<part>[0-9](?:_?[0-9])*))?(?:[eE](?P<power>[+-]?[0-9]+))?"
+_NUMBER = r"(?P<number>[0-9](?:_?[0-9])*(?:\.[0-9](?:_?[0-9])*)?(?:[eE][+-]?[0-9]+)?)"
 # Patterns stay strings: `re` compiles and caches each on first use, not at import.
 _COUNT = _NUMBER + r"\s*(?P<word>[a-zA-Z]*)"
 _SIZE = _NUMBER + r"\s*(?P<word>[a-zA-Z]+)"
 _RATE = _NUMBER + r"\s*(?P<word>[kMGT]?)(?P<kind>b|B)(?:/s|ps)"
+_RATIO = r"(?P<sign>[-+]?)\s*(?:(?P<top>[0-9]+)\s*/\s*(?P<bottom>[0-9]+)|" + _NUMBER + ")"
 
 COUNT_FORMS = '"7.5B", "7.5e9", "175 billion", "70M", "1T", "1_000_000"'
 SIZE_FORMS = '"80GB", "80 GiB", "512 MiB", "1.5 TB"'
 RATE_FORMS = '"100 Gb/s" (bits), "25 GB/s" (bytes), "900GB/s"'
+RATIO_FORMS = '2, 0.5 or 1/2'
 
 
-def _decimal(text: str) -> Fraction:
-    """Read a decimal literal such as "7.5e9" exactly."""
-    return Fraction(text.replace("_", ""))
+def _text(field: str, text: object, forms: str) -> str:
+    """`text` stripped, or a TypeError naming `field` when it is not text."""
+    if not isinstance(text, str):
+        raise TypeError(f"{field} must be text such as {forms}, got {checks.kind(text)}")
+    return text.strip()
+
+
+def read_decimal(text: str, *, field: str, forms: str) -> Fraction:
+    """An unsigned decimal such as "7.5e9" or "1_000", exactly: at most 50 digits, an exponent within ±99."""
+    match = re.fullmatch(_DECIMAL, _text(field, text, forms), re.ASCII)
+    if not match:
+        raise ValueError(f"{field}: cannot read {checks.shown(text)} as a number; use forms like {forms}")
+    digits = (match["whole"] + (match["part"] or "")).replace("_", "")
+    power = (match["power"] or "0").lstrip("+-").lstrip("0")
+    too_long = len(digits) > TYPED_DIGITS or len(power) > len(str(TYPED_EXPONENT))
+    if too_long or int(power or 0) > TYPED_EXPONENT:  # checked on the text, before any big number is built
+        raise ValueError(f"{field}: {checks.shown(text)} has too many digits (at most {TYPED_DIGITS}, "
+                         f"with an exponent from -{TYPED_EXPONENT} to {TYPED_EXPONENT}); use forms like {forms}")
+    return Fraction(text.strip().replace("_", ""))
 
 
 def parse_count(text: str, *, field: str = "params") -> int:
     """Read a human parameter count such as "7.5B" or "175 billion" as an exact int."""
-    match = re.fullmatch(_COUNT, text.strip()) if isinstance(text, str) else None
+    match = re.fullmatch(_COUNT, _text(field, text, COUNT_FORMS), re.ASCII)
     word = match["word"].lower() if match else ""
     if not match or word not in _COUNT_WORDS:
-        raise ValueError(f"{field}: cannot read {text!r} as a count; use forms like {COUNT_FORMS}")
-    value = _decimal(match["number"]) * _COUNT_WORDS[word]
+        raise ValueError(f"{field}: cannot read {checks.shown(text)} as a count; "
+                         f"use forms like {COUNT_FORMS}")
+    value = read_decimal(match["number"], field=field, forms=COUNT_FORMS) * _COUNT_WORDS[word]
     if value.denominator != 1:
-        raise ValueError(f"{field}: {text!r} is not a whole number ({float(value)}); use forms like {COUNT_FORMS}")
+        raise ValueError(f"{field}: {checks.shown(text)} is not a whole number ({format_number(value)}); "
+                         f"use forms like {COUNT_FORMS}")
     return int(value)
+
+
+def parse_whole(text: str, *, field: str, high: int) -> int:
+    """Read a whole number typed as plain digits, from 1 to `high`."""
+    if not isinstance(text, str) or not re.fullmatch(r"[0-9]{1,50}", text.strip(), re.ASCII):
+        shown = checks.shown(text) if isinstance(text, str) else checks.kind(text)
+        raise (ValueError if isinstance(text, str) else TypeError)(
+            f"{field} must be a whole number from 1 to {high:,}, got {shown}")
+    return checks.whole(field, int(text), high=high)
+
+
+def parse_gpus(text: str, *, field: str = "gpus") -> int:
+    """Read a GPU count typed as digits, from 1 to a million."""
+    return parse_whole(text, field=field, high=checks.MAX_GPUS)
 
 
 def unit_size(name: str) -> int:
     """Bytes in one `name` unit: "GB" is 10**9 and "GiB" is 2**30, whatever the letter case."""
-    size = _UNIT_KEYS.get(str(name).strip().lower())
+    size = _UNIT_KEYS.get(name.strip().lower()) if isinstance(name, str) else None
     if size is None:
-        raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {name!r}")
+        shown = checks.shown(name) if isinstance(name, str) else checks.kind(name)
+        raise (ValueError if isinstance(name, str) else TypeError)(
+            f"unit must be one of {', '.join(UNITS)}, got {shown}")
     return size
-
-
-def parse_size(text: str, *, field: str = "memory") -> Fraction:
-    """Read a memory size such as "80GB" (decimal) or "80 GiB" (binary) as exact bytes."""
-    match = re.fullmatch(_SIZE, text.strip()) if isinstance(text, str) else None
-    try:
-        size = unit_size(match["word"]) if match else None
-    except ValueError:
-        size = None
-    if size is None:
-        raise ValueError(f"{field}: cannot read {text!r} as a size; use forms like {SIZE_FORMS} "
-                         f"(GB = 10**9 bytes, GiB = 2**30 bytes)")
-    return _decimal(match["number"]) * size
-
-
-def parse_bandwidth(text: str, *, field: str = "bandwidth") -> Fraction:
-    """Read a link speed such as "100 Gb/s" (bits) or "25 GB/s" (bytes) as exact bytes per second."""
-    match = re.fullmatch(_RATE, text.strip()) if isinstance(text, str) else None
-    if not match:
-        raise ValueError(f"{field}: cannot read {text!r} as a bandwidth; use forms like {RATE_FORMS}")
-    scale = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[match["word"]]
-    per_bit = Fraction(1, 8) if match["kind"] == "b" else 1
-    value = _decimal(match["number"]) * scale * per_bit
-    return checks.amount(field, value, positive=True)
-
-
-def in_unit(nbytes: Fraction | int, unit: str = "GB") -> Fraction:
-    """Exact value of `nbytes` in `unit`."""
-    return Fraction(nbytes) / unit_size(unit)
-
-
-def format_number(value: Fraction | int, digits: int = 3) -> str:
-    """Show `value` with at most `digits` decimals: exact when it fits (41.25), else rounded half away from zero."""
-    value = Fraction(value)
-    scaled = abs(value) * 10**digits
-    kept = int(scaled) + (scaled - int(scaled) >= Fraction(1, 2))  # exact rounding, no float in between
-    whole, part = divmod(kept, 10**digits)
-    sign = "-" if value < 0 and kept else ""
-    text = f"{sign}{whole}"
-    if scaled.denominator != 1:
-        return text + (f".{part:0{digits}d}" if digits else "")
-    return text + (f".{part:0{digits}d}".rstrip("0") if part else "")
 
 
 def unit_name(unit: str) -> str:
@@ -107,44 +110,114 @@ def unit_name(unit: str) -> str:
     return next(key for key, value in UNITS.items() if value == size)
 
 
+def parse_size(text: str, *, field: str = "memory") -> Fraction:
+    """Read a memory size such as "80GB" (decimal) or "80 GiB" (binary) as exact bytes."""
+    match = re.fullmatch(_SIZE, _text(field, text, SIZE_FORMS), re.ASCII)
+    size = _UNIT_KEYS.get(match["word"].lower()) if match else None
+    if size is None:
+        raise ValueError(f"{field}: cannot read {checks.shown(text)} as a size; use forms like {SIZE_FORMS} "
+                         f"(GB = 10**9 bytes, GiB = 2**30 bytes)")
+    return read_decimal(match["number"], field=field, forms=SIZE_FORMS) * size
+
+
+def parse_bandwidth(text: str, *, field: str = "bandwidth") -> Fraction:
+    """Read a link speed such as "100 Gb/s" (bits) or "25 GB/s" (bytes) as exact bytes per second."""
+    match = re.fullmatch(_RATE, _text(field, text, RATE_FORMS), re.ASCII)
+    if not match:
+        raise ValueError(f"{field}: cannot read {checks.shown(text)} as a bandwidth; "
+                         f"use forms like {RATE_FORMS}")
+    scale = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[match["word"]]
+    per_bit = Fraction(1, 8) if match["kind"] == "b" else 1
+    value = read_decimal(match["number"], field=field, forms=RATE_FORMS) * scale * per_bit
+    return checks.bandwidth(field, value)
+
+
+def read_ratio(text: str, *, field: str, forms: str = RATIO_FORMS, need: str = "a number") -> Fraction:
+    """A signed decimal or fraction such as "2", "-0.5" or "1/2", exactly; each part read by `read_decimal`."""
+    match = re.fullmatch(_RATIO, _text(field, text, forms), re.ASCII)
+    if not match or (match["bottom"] is not None and not match["bottom"].strip("0")):
+        raise ValueError(f"{field} must be {need} such as {forms}, got {checks.shown(text)}")
+    if match["number"] is not None:
+        value = read_decimal(match["number"], field=field, forms=forms)
+    else:
+        top, bottom = (read_decimal(match[part], field=field, forms=forms) for part in ("top", "bottom"))
+        value = top / bottom
+    return -value if match["sign"] == "-" else value
+
+
+def parse_bytes_per_param(text: str, *, field: str = "bytes per parameter") -> Fraction:
+    """Read bytes per parameter typed as a decimal or a fraction ("2", "0.5", "1/2"): from 0 to 1,024."""
+    return checks.bytes_per_param(field, read_ratio(text, field=field, need="a number ≥ 0"))
+
+
+def as_bytes(field: str, value, *, zero: bool = False) -> Fraction:
+    """A memory amount in bytes, from 1 byte (or 0, when `zero`) to 10**18: a number, or text such as "80GB"."""
+    if isinstance(value, str):
+        value = Fraction(0) if zero and value.strip() == "0" else parse_size(value, field=field)
+    return checks.memory(field, value, zero=zero)
+
+
+def as_rate(field: str, value) -> Fraction:
+    """A bandwidth in bytes per second, from 1 bit/s to 1 PB/s: a number, or text such as "100 Gb/s"."""
+    if isinstance(value, str):
+        value = parse_bandwidth(value, field=field)
+    return checks.bandwidth(field, value)
+
+
+def in_unit(nbytes: Fraction | int, unit: str = "GB") -> Fraction:
+    """Exact value of `nbytes` in `unit`."""
+    return checks.exact("nbytes", nbytes, digits=None) / unit_size(unit)
+
+
+def format_number(value: Fraction | int, digits: int = 3) -> str:
+    """Show `value` with at most `digits` decimals: exact when it fits (41.25), else rounded half away from 0.
+
+    The one path from an exact number to text: integer arithmetic only, never a float, so any
+    size prints; a whole part longer than 40 digits is shown by its size ("a 401-digit number").
+    """
+    value = checks.exact("value", value, digits=None)
+    digits = checks.whole("digits", digits, low=0, high=MAX_DECIMALS)
+    kept, rest = divmod(abs(value.numerator) * 10**digits, value.denominator)
+    kept += 2 * rest >= value.denominator  # round half away from zero, in integers: no float in between
+    whole, part = divmod(kept, 10**digits)
+    if whole >= 10**WRITTEN_DIGITS:
+        return checks.shown(-whole if value < 0 else whole)
+    text = f"{'-' if value < 0 and kept else ''}{whole}"
+    if rest:
+        return text + (f".{part:0{digits}d}" if digits else "")
+    return text + (f".{part:0{digits}d}".rstrip("0") if part else "")
+
+
 def format_bytes(nbytes: Fraction | int, unit: str = "GB") -> str:
     """Show `nbytes` in `unit` with the unit's true name, e.g. "41.25 GB" or "38.417 GiB"."""
     return f"{format_number(in_unit(nbytes, unit))} {unit_name(unit)}"
 
 
-def as_bytes(field: str, value) -> Fraction:
-    """A memory amount > 0 in bytes, given as a number of bytes or as text such as "80GB"."""
-    if isinstance(value, str):
-        value = parse_size(value, field=field)
-    return checks.amount(field, value, positive=True)
-
-
 def format_count(count: int, digits: int = 3) -> str:
     """Show a parameter count the way people say it: 7_500_000_000 -> "7.5B" (`digits=12` keeps it exact)."""
+    count = checks.whole("count", count, low=0)
     for word, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if count >= size:
             return f"{format_number(Fraction(count, size), digits)}{word}"
     return str(count)
 
 
-def as_rate(field: str, value) -> Fraction:
-    """A bandwidth > 0 in bytes per second, given as a number or as text such as "100 Gb/s"."""
-    if isinstance(value, str):
-        value = parse_bandwidth(value, field=field)
-    return checks.amount(field, value, positive=True)
+def format_rate(rate: Fraction | int) -> str:
+    """Show bytes per second in the largest decimal unit that keeps it ≥ 1: "12.5 GB/s", "0.125 B/s"."""
+    rate = checks.exact("rate", rate, digits=None)
+    for name, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if rate >= size:
+            return f"{format_number(rate / size, 2)} {name}/s"
+    return f"{format_number(rate)} B/s"
 
 
-def parse_gpus(text: str, *, field: str = "gpus") -> int:
-    """Read a GPU count typed as digits, from 1 to a million."""
-    if not isinstance(text, str) or not text.strip().isdigit():
-        raise ValueError(f"{field} must be a whole number from 1 to {checks.MAX_GPUS:,}, got {text!r}")
-    return checks.whole(field, int(text), high=checks.MAX_GPUS)
+def json_number(value: Fraction | int) -> int | float:
+    """An exact value for JSON: the int when integral, else the nearest float.
 
-
-def parse_bytes_per_param(text: str, *, field: str = "bytes per parameter") -> Fraction:
-    """Read a bytes-per-parameter value typed as a decimal or a fraction ("2", "0.5", "1/2"): finite and ≥ 0."""
-    try:
-        value = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError, AttributeError):
-        raise ValueError(f"{field} must be a number ≥ 0 such as 2 or 0.5, got {text!r}") from None
-    return checks.amount(field, value)
+    Every quantity is bounded (`checks`), so the float is always in range; Fraction's own
+    division rounds once, correctly, with no float in between.
+    """
+    value = checks.exact("value", value, digits=None)
+    if abs(value) >= 10**300:
+        raise ValueError(f"value is too large for a JSON number, got {checks.shown(value)}")
+    return value.numerator if value.denominator == 1 else float(value)

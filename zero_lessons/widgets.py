@@ -2,11 +2,14 @@
 
 Thin by design: each callback reads the controls into `explorer.Settings`, and either shows an
 inline message next to the control it cannot read, or redraws every view from `compute_view`.
+The redraw is all or nothing: every view is computed first, and only then are they all shown,
+so the views never disagree with each other; on any error they all keep the last good state.
 """
 
 from __future__ import annotations
 
 import math
+from html import escape
 
 import ipywidgets as w
 
@@ -33,6 +36,7 @@ class Explorer:
     """Controls for model, cluster, recipe, budget, unit, dtype and link; every view follows them."""
 
     def __init__(self, settings: explorer.Settings = explorer.Settings()):
+        checks.instance("settings", settings, explorer.Settings, "an explorer.Settings")
         s, self._syncing = settings, False
         self.preset = w.Dropdown(options=[_PICK, *explorer.PRESETS], description="case")
         self.params_slider = w.FloatLogSlider(value=s.params, base=10, min=8, max=15, step=0.01, readout=False,
@@ -46,12 +50,12 @@ class Explorer:
                                  description="recipe")
         self.custom = {k: w.Text(str(getattr(s.recipe, k)), description=k.replace("_", " "), continuous_update=False)
                        for k in _CUSTOM}
-        self.budget = w.Text(f"{units.format_number(units.in_unit(s.budget, s.unit))} {s.unit}",
+        self.budget = w.Text(f"{units.format_number(units.in_unit(s.budget, s.unit), 12)} {s.unit}",
                              description="memory/GPU", continuous_update=False)
         self.unit = w.ToggleButtons(options=["GB", "GiB"], value=s.unit, description="unit")
         self.dtype = w.Dropdown(options=list(communication.DTYPES), value=s.dtype, description="sent as")
-        self.bandwidth = w.Text(f"{units.format_number(s.bandwidth * 8 / 10**9)} Gb/s", description="link",
-                                continuous_update=False)
+        self.bandwidth = w.Text(f"{units.format_number(s.bandwidth * 8 / 10**9, 12)} Gb/s",
+                                description="link", continuous_update=False)
         self.errors = {k: w.HTML() for k in ("params", "gpus", "budget", "bandwidth", *_CUSTOM)}
         self.status, self.verdict, self.table, self.comm_table = w.HTML(), w.HTML(), w.HTML(), w.HTML()
         self.bars, self.scaling, self.comm_chart, self.advice = w.HTML(), w.HTML(), w.HTML(), w.HTML()
@@ -148,28 +152,40 @@ class Explorer:
         try:
             self._redraw()
         except Exception as err:  # a callback must not raise into the notebook: say what happened instead
-            self.status.value = _ERROR.format(f"could not update: {err}")
+            self.status.value = _ERROR.format(escape(f"could not update: {err}", quote=False))
 
     def _redraw(self) -> None:
-        settings, errors = self.read()
-        for key, label in self.errors.items():
-            label.value = _ERROR.format(errors[key]) if key in errors else ""
+        """Compute every view, then show them all; or mark what is wrong and change no view."""
         for k in _CUSTOM:
             self.custom[k].disabled = self.recipe.value != "custom"
-        if settings is None:
+        settings, errors = self.read()
+        if settings is not None:
+            try:
+                view, shown = self._views(settings)
+            except (ValueError, TypeError) as err:  # a limit no one control knows: mark the one it names
+                key = next((k for k in self.errors if str(err).startswith(k)), None)
+                if key is None:
+                    raise
+                errors = {key: str(err)}
+        for key, label in self.errors.items():
+            label.value = _ERROR.format(escape(errors[key], quote=False)) if key in errors else ""
+        if errors:
             self.status.value = _ERROR.format("fix the marked input; the views still show the last valid settings")
             return
         self._sync_sliders(settings)
-        view = explorer.compute_view(settings)
+        for widget, value in shown:
+            widget.value = value
         self.status.value = ""
-        self.verdict.value = f"<b class='zero-verdict'>{view.verdict}</b>"
-        self.table.value = view.table.to_html()
-        self.bars.value = explorer.plot_memory_bars(view)
-        self.scaling.value = explorer.plot_scaling(view)
-        self.comm_chart.value = explorer.plot_comm(view)
-        self.comm_table.value = explorer.comm_html(view)
-        self.advice.value = view.advice.to_html()
         self.view = view
+
+    def _views(self, settings: explorer.Settings) -> tuple[explorer.View, list[tuple[w.HTML, str]]]:
+        """Every view's content for `settings`, computed before any widget changes."""
+        view = explorer.compute_view(settings)
+        verdict = f"<b class='zero-verdict'>{escape(view.verdict, quote=False)}</b>"
+        return view, [(self.verdict, verdict), (self.table, view.table.to_html()),
+                      (self.bars, explorer.plot_memory_bars(view)), (self.scaling, explorer.plot_scaling(view)),
+                      (self.comm_chart, explorer.plot_comm(view)), (self.comm_table, explorer.comm_html(view)),
+                      (self.advice, view.advice.to_html())]
 
     def _sync_sliders(self, settings: explorer.Settings) -> None:
         """Put the sliders where the typed values are (they show position only; the text is the value)."""

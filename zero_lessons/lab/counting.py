@@ -14,13 +14,18 @@ from collections import defaultdict
 import torch
 import torch.distributed as dist
 
+from .results import Held, Message, Traffic
+
 #: torch.distributed function -> (collective, position and keyword of the argument with the full-size tensor)
-PATCHED = {"all_reduce": ("all_reduce", 0, "tensor"), "broadcast": ("broadcast", 0, "tensor"),
-           "reduce": ("reduce", 0, "tensor"),
-           "all_gather_single": ("all_gather", 0, "output_tensor"),
-           "all_gather_into_tensor": ("all_gather", 0, "output_tensor"),
-           "reduce_scatter_single": ("reduce_scatter", 1, "input"),
-           "reduce_scatter_tensor": ("reduce_scatter", 1, "input")}
+PATCHED = {
+    "all_reduce": ("all_reduce", 0, "tensor"),
+    "broadcast": ("broadcast", 0, "tensor"),
+    "reduce": ("reduce", 0, "tensor"),
+    "all_gather_single": ("all_gather", 0, "output_tensor"),
+    "all_gather_into_tensor": ("all_gather", 0, "output_tensor"),
+    "reduce_scatter_single": ("reduce_scatter", 1, "input"),
+    "reduce_scatter_tensor": ("reduce_scatter", 1, "input"),
+}
 #: DeepSpeed's torch backend keeps its own references to these two, taken when it starts.
 DEEPSPEED_BOUND = ("all_gather_function", "reduce_scatter_function")
 
@@ -49,43 +54,46 @@ def by_field(groups: dict[str, list]) -> dict[str, int]:
     return out
 
 
-def held(model: torch.nn.Module, optimizer) -> dict[str, int]:
+def adam_state(optimizer) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Adam's per-parameter tensors, split into its moments and its scalar `step` counters."""
+    inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer wraps a local optimizer
+    pairs = [(k, v) for s in inner.state.values() for k, v in s.items() if torch.is_tensor(v)]
+    return [v for k, v in pairs if k != "step"], [v for k, v in pairs if k == "step"]
+
+
+def held(model: torch.nn.Module, optimizer) -> Held:
     """Bytes this rank holds in parameters, gradients, optimizer state, and Adam step counters."""
     params = list(model.parameters())
-    state = [v for s in _optimizer_state(optimizer).values() for k, v in s.items()
-             if torch.is_tensor(v) and k != "step"]
-    steps = [v for s in _optimizer_state(optimizer).values() for k, v in s.items() if torch.is_tensor(v) and k == "step"]
-    return by_field({"weights": params, "gradients": [p.grad for p in params], "optimizer": state,
-                     "step_counters": steps, "other": []})
-
-
-def _optimizer_state(optimizer) -> dict:
-    """The per-parameter state dict, also for ZeroRedundancyOptimizer, which keeps only its shard's."""
-    inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer wraps a local optimizer
-    return inner.state
+    moments, steps = adam_state(optimizer)
+    return Held(
+        **by_field(
+            {
+                "weights": params,
+                "gradients": [p.grad for p in params],
+                "optimizer": moments,
+                "step_counters": steps,
+                "other": [],
+            }
+        )
+    )
 
 
 class CommCounter:
     """Counts the elements and bytes each collective moves, while `counting()` is active."""
 
     def __init__(self):
-        self.elements: dict[str, int] = defaultdict(int)
-        self.nbytes: dict[str, int] = defaultdict(int)
-        self.calls: dict[str, int] = defaultdict(int)
-        self.messages: list[tuple[str, int, str]] = []  #: (collective, elements, dtype) per call, in order
+        self.nbytes: dict[str, int] = defaultdict(int)  #: bytes per collective
+        self.messages: list[Message] = []  #: every call, in order
 
     def record(self, op: str, tensor: torch.Tensor) -> None:
         """Add one collective over `tensor` (its full, not its per-rank, size)."""
         tensor = _local(tensor)
-        self.elements[op] += tensor.numel()
         self.nbytes[op] += tensor.numel() * tensor.element_size()
-        self.calls[op] += 1
-        self.messages.append((op, tensor.numel(), str(tensor.dtype).removeprefix("torch.")))
+        self.messages.append(Message(op, tensor.numel(), str(tensor.dtype).removeprefix("torch.")))
 
-    def totals(self) -> dict:
-        """What was counted, as plain data: elements, bytes and calls per collective, and every message."""
-        return {"elements": dict(self.elements), "bytes": dict(self.nbytes), "calls": dict(self.calls),
-                "messages": list(self.messages)}
+    def traffic(self) -> Traffic:
+        """What was counted: every message, elements and bytes per collective."""
+        return Traffic.of(self.messages, dict(self.nbytes))
 
     @contextlib.contextmanager
     def counting(self):
@@ -96,11 +104,17 @@ class CommCounter:
         """
         originals = {name: getattr(dist, name) for name in PATCHED if hasattr(dist, name)}
         backend = getattr(sys.modules.get("deepspeed.comm.comm"), "cdb", None)
-        bound = {attr: getattr(backend, attr) for attr in DEEPSPEED_BOUND if getattr(backend, attr, None) is not None}
+        bound = {
+            attr: getattr(backend, attr)
+            for attr in DEEPSPEED_BOUND
+            if getattr(backend, attr, None) is not None
+        }
         by_function = {function: name for name, function in originals.items()}
         unknown = [attr for attr, function in bound.items() if function not in by_function]
         if unknown:  # counting would silently miss these calls
-            raise RuntimeError(f"cannot count DeepSpeed's {', '.join(unknown)}: not a torch.distributed collective")
+            raise RuntimeError(
+                f"cannot count DeepSpeed's {', '.join(unknown)}: not a torch.distributed collective"
+            )
 
         def wrap(name, function):
             op, position, keyword = PATCHED[name]
@@ -108,6 +122,7 @@ class CommCounter:
             def counted(*args, **kwargs):
                 self.record(op, args[position] if len(args) > position else kwargs[keyword])
                 return function(*args, **kwargs)
+
             return counted
 
         try:
@@ -130,5 +145,8 @@ class CommCounter:
         functions; this hook does the same averaging all-reduce, one bucket at a time.
         """
         tensor = bucket.buffer()
-        return (dist.all_reduce(tensor.div_(dist.get_world_size()), async_op=True)
-                .get_future().then(lambda fut: fut.value()[0]))
+        return (
+            dist.all_reduce(tensor.div_(dist.get_world_size()), async_op=True)
+            .get_future()
+            .then(lambda fut: fut.value()[0])
+        )

@@ -1,0 +1,337 @@
+"""The workshop: every generated variant is solvable, check() accepts the solution and names every known slip.
+
+The solutions below are written apart from the question generators, from each variant's inputs
+(`Question.given`) and the package's formulas, the way a worked solution in a notebook would be.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from zero_lessons import GB, GiB, ds_estimator, offload, workshop
+from zero_lessons.activations import RECOMPUTE, Transformer, activation_bytes
+from zero_lessons.communication import multiple, volume_elements
+from zero_lessons.memory import min_gpus, per_gpu
+from zero_lessons.recipes import MEGATRON_18, custom
+from zero_lessons.stages import Stage
+from zero_lessons.workshop import QUESTIONS, answer_key, check, sheet
+from zero_lessons.workshop.feedback import NOT_YET, RIGHT
+from zero_lessons.workshop.lab_link import from_lab, predicted
+from zero_lessons.workshop.measure import case, compare
+from zero_lessons.workshop.sheets import question
+from zero_lessons.workshop.traces import OPTIONS
+
+SEEDS = range(30)
+
+
+def solve_checkpointing(g):
+    shape = Transformer(g["layers"], g["hidden"], g["hidden"] // 128, g["seq_len"], g["micro_batch"])
+    for recompute in RECOMPUTE:
+        act = activation_bytes(shape, recompute)
+        needs = [per_gpu(shape.params, g["gpus"], s).total + act for s in Stage]
+        fitting = [s for s in Stage if needs[s] <= g["card_gb"] * GB]
+        if fitting:
+            break
+    none = activation_bytes(shape, "none")
+    return {
+        "activations_gb": float(none / GB),
+        "recompute": recompute,
+        "stage": f"ZeRO-{fitting[0]}",
+        "gb_per_gpu": f"{float(needs[fitting[0]] / GB):.4f} GB",
+    }
+
+
+def solve_host(g):
+    shape = Transformer(g["layers"], g["hidden"], g["hidden"] // 128, 2048, 1)
+    act, card, host, n = activation_bytes(shape, "full"), g["card_gb"] * GB, g["host_gb"] * GB, g["gpus"]
+    for stage, both in ((2, False), (3, False), (3, True)):
+        on, off = offload.offloaded(shape.params, n, stage, parameters=both)
+        if on.total + act <= card and off.total * n <= host:
+            break
+    if stage == 2:
+        ds = ds_estimator.zero2(shape.params, n, 1, cpu_offload=True).cpu_bytes
+    else:
+        ds = ds_estimator.zero3(shape.params, 0, n, 1, cpu_offload=True, cpu_offload_params=both).cpu_bytes
+    return {
+        "stage3_gb": 16 * shape.params / n / GB,
+        "stage": stage,
+        "offload": "optimizer+parameters" if both else "optimizer",
+        "host_gb": float(off.total * n / GB),
+        "deepspeed_host_gib": f"{ds / GiB:.3f} GiB",
+        "deepspeed_fits": "yes" if ds <= host else "no",
+    }
+
+
+def solve_cluster(g):
+    costs = {}
+    for size in (24, 48, 80, 141):
+        gpus = min_gpus(g["params"], size * GB - g["activations_gb"] * GB, 3)
+        costs[size] = (gpus * Fraction(g["prices"][f"{size}GB"]), gpus)
+    size = min(costs, key=costs.get)
+    return {"card": f"{size} GB", "gpus": costs[size][1], "cost_per_hour": f"${float(costs[size][0]):.2f}"}
+
+
+def solve_above(g):
+    saving = per_gpu(g["params"], g["gpus"], 2).total - per_gpu(g["params"], g["gpus"], 3).total
+    return {
+        "saving_gb": float(saving / GB),
+        "gathered_gb": 2 * (g["max_live"] + g["prefetch"]) / GB,
+        "max_live": math.floor(saving / 2) - g["prefetch"],
+    }
+
+
+def solve_trace(g):
+    widths, gpus = tuple(g["widths"]), g["gpus"]
+    seen = predicted(g["mode"], gpus, 0, widths)  # what the attendee is shown: the trace and rank 0's bytes
+    found = [
+        o for o in OPTIONS if (p := predicted(o, gpus, 0, widths)).held == seen.held and p.sent == seen.sent
+    ]
+    psi = sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+    sent = sum(multiple(op) * n for op, n in seen.sent.items())
+    return {"setting": found[0], "psi": str(psi), "sent_psi": f"{sent / psi:.4f}x"}
+
+
+def solve_pays(g):
+    link = offload.link_time(g["psi"], g["gpus"], 2, f"{g['bandwidth']} GB/s")
+    compute = offload.compute_time(g["psi"], g["tokens"], g["tflops"] * 10**12)
+    least = math.ceil(
+        4 * g["psi"] / g["gpus"] / (g["bandwidth"] * GB) * g["tflops"] * 10**12 / (6 * g["psi"])
+    )
+    return {
+        "link_s": f"{float(link):.5g} s",
+        "compute_s": float(compute),
+        "hidden": link <= compute,
+        "min_tokens": least,
+    }
+
+
+def solve_accumulation(g):
+    one, two = (volume_elements(g["psi"], g["gpus"], s, micro_batches=g["steps"]) * 2 for s in (1, 2))
+    return {
+        "zero1_gb": float(one / GB),
+        "zero2_gb": f"{float(two / GB)} GB",
+        "extra_s": float((two - one) / (g["gbit"] * 10**9 / 8)),
+    }
+
+
+def solve_formula(g):
+    psi, n = g["params"], g["gpus"]
+    code = ds_estimator.zero2(psi, min(n, 8), max(1, n // 8), cpu_offload=False).gpu_bytes
+    return {
+        "docs_stage": "ZeRO-1",
+        "split_bytes": 18,
+        "code_gb": code / GB,
+        "gap_gb": float((code - per_gpu(psi, n, 2).total) / GB),
+    }
+
+
+def solve_4x(g):
+    return {"rule_gb": 4 * 2 * g["params"] / GB, "rule_bytes": 8, "missing_bytes": 16 - 8}
+
+
+def solve_10(g):
+    book = per_gpu(g["params"], g["gpus"], 1, custom(2, 0, 8)).total
+    return {
+        "book_gb": float(book / GB),
+        "paper_gb": float(per_gpu(g["params"], g["gpus"], 1).total / GB),
+        "left_out": 6,
+    }
+
+
+def solve_tp(g):
+    dp, local = g["gpus"] // (g["tp"] * g["pp"]), g["params"] // (g["tp"] * g["pp"])
+    right = per_gpu(local, dp, g["stage"], MEGATRON_18).total
+    printed = per_gpu(local, g["gpus"], g["stage"], MEGATRON_18).total
+    return {"dp_degree": dp, "right_gb": float(right / GB), "gap_gb": float((right - printed) / GB)}
+
+
+def solve_measure(g):
+    record = predicted(g["mode"], g["gpus"], g["rank"])
+    return record.held | record.sent
+
+
+SOLVERS = {
+    "stage-and-checkpointing": solve_checkpointing,
+    "offload-and-host": solve_host,
+    "cheapest-cluster": solve_cluster,
+    "stage3-above-stage2": solve_above,
+    "traffic-detective": solve_trace,
+    "offload-pays": solve_pays,
+    "accumulation-traffic": solve_accumulation,
+    "audit-deepspeed-formula": solve_formula,
+    "audit-4x-rule": solve_4x,
+    "audit-10-bytes": solve_10,
+    "audit-tp-sharding": solve_tp,
+    "measure-pytorch": solve_measure,
+    "measure-deepspeed-12": solve_measure,
+    "measure-deepspeed-3": solve_measure,
+}
+
+
+def test_there_are_seven_design_questions_four_audits_and_three_measurements():
+    assert set(SOLVERS) == set(QUESTIONS)
+    audits = [q for q in QUESTIONS if q.startswith("audit-")]
+    measured = [q for q in QUESTIONS if q.startswith("measure-")]
+    assert len(audits) == 4 and len(measured) == 3 and len(QUESTIONS) - len(audits) - len(measured) == 7
+
+
+@pytest.mark.parametrize("qid", list(QUESTIONS))
+def test_every_variant_is_solved_by_the_package_and_accepted(qid):
+    for seed in SEEDS:
+        q = question(qid, seed)
+        answer = SOLVERS[qid](dict(q.given))
+        feedback = check(seed, qid, answer)
+        assert feedback.correct, (seed, feedback)
+        assert all(m.message == f"{RIGHT}." for m in feedback.marks)
+        assert f"{RIGHT}, all {len(q.parts)} parts." in repr(feedback)
+
+
+@pytest.mark.parametrize("qid", list(QUESTIONS))
+def test_every_known_slip_is_rejected_with_its_own_feedback(qid):
+    named = 0
+    for seed in SEEDS:
+        q = question(qid, seed)
+        for part in q.parts:
+            for slip in part.slips:
+                wrong = q.answers() | {
+                    part.name: part.__class__(part.name, "", slip.value, "", part.kind).plain()
+                }
+                feedback = check(seed, qid, wrong)
+                mark = next(m for m in feedback.marks if m.part == part.name)
+                assert not feedback.correct and not mark.right, (seed, part.name, slip)
+                assert mark.slip == slip.key and mark.message == f"{NOT_YET}: {slip.why}.", (seed, mark)
+                assert all(m.right for m in feedback.marks if m.part != part.name)
+                named += 1
+    assert named >= 30  # every question has slips in most of its variants
+
+
+@pytest.mark.parametrize("qid", list(QUESTIONS))
+def test_variants_differ_but_keep_their_point(qid):
+    variants = [question(qid, seed) for seed in SEEDS]
+    assert len({q.prompt for q in variants}) >= 5, "variants should differ from attendee to attendee"
+    assert len({q.point for q in variants}) == 1 and len({q.title for q in variants}) == 1
+    assert all(q.working and q.prompt and q.parts for q in variants)
+    assert question(qid, 7) is question(qid, 7) and question(qid, 7).prompt == QUESTIONS[qid](7).prompt
+
+
+def test_a_wrong_answer_with_no_known_slip_names_the_rule():
+    q = question("offload-pays", 3)
+    feedback = check(3, "offload-pays", q.answers() | {"compute_s": 12345})
+    mark = next(m for m in feedback.marks if m.part == "compute_s")
+    assert (
+        mark.message
+        == f"{NOT_YET}: it matches no common slip. This part rests on: {q.part('compute_s').rule}."
+    )
+    assert f"{NOT_YET}, 3 of 4 parts right." in repr(feedback) and "**" in feedback._repr_markdown_()
+
+
+def test_answers_are_read_in_the_usual_spellings():
+    q = question("audit-4x-rule", 0)
+    gb = Fraction(q.answers()["rule_gb"]).limit_denominator(10**6)
+    for spelling in (float(gb), f"{float(gb)} GB", f"{float(gb * GB / GiB):.4f} GiB", f"{float(gb):,}"):
+        assert check(0, "audit-4x-rule", q.answers() | {"rule_gb": spelling}).correct, spelling
+    assert check(0, "audit-4x-rule", q.answers() | {"missing_bytes": "8 bytes"}).correct
+    yes_no = question("offload-pays", 0).answers()
+    for spelling in ("yes", "Yes", "no", True, False):
+        verdict = spelling in ("yes", "Yes", True)
+        assert check(0, "offload-pays", yes_no | {"hidden": spelling}).correct == (
+            verdict == yes_no["hidden"]
+        )
+
+
+def test_unreadable_and_missing_answers_say_what_to_give():
+    q = question("audit-10-bytes", 1)
+    blank = check(1, "audit-10-bytes", q.blank())
+    assert not blank.correct and all("no answer yet (replace None)" in m.message for m in blank.marks)
+    odd = check(1, "audit-10-bytes", q.answers() | {"book_gb": "lots", "paper_gb": [1], "extra": 1})
+    assert "could not read it" in odd.marks[0].message and "could not read it" in odd.marks[1].message
+    assert odd.note == "ignored extra: this question has no such part."
+    huge = check(1, "audit-10-bytes", q.answers() | {"book_gb": "9" * 5000, "left_out": "1e99999"})
+    assert not huge.correct and "could not read it" in huge.marks[0].message
+    assert "must be a dict" in check(1, "audit-10-bytes", 42).problem
+
+
+def test_bad_question_or_seed_names_the_field():
+    with pytest.raises(ValueError, match="question must be one of"):
+        check(1, "no-such-question", {})
+    with pytest.raises(TypeError, match="question must be one of"):
+        check(1, ["offload-pays"], {})
+    with pytest.raises(ValueError, match="seed must be a whole number from 0 to 1,000,000,000"):
+        sheet(-1)
+    with pytest.raises(TypeError, match="seed must be a whole number"):
+        sheet(1.5)
+    with pytest.raises(ValueError, match="students must be a whole number from 1 to 1,000"):
+        answer_key(0)
+    with pytest.raises(TypeError, match="only must be a non-empty list of question ids"):
+        sheet(1, only="offload-pays")
+    with pytest.raises(ValueError, match="attendee must be letters, digits"):
+        sheet(1, attendee="=cmd|' /C calc'!A0")
+
+
+def test_a_sheet_and_the_key_agree_and_the_key_round_trips_through_json():
+    key = json.loads(json.dumps(answer_key(30, seed=4)))
+    assert [a["attendee"] for a in key["attendees"]][:2] == ["A01", "A02"] and len(key["attendees"]) == 30
+    for entry in key["attendees"][:5]:
+        one = sheet(entry["seed"], attendee=entry["attendee"])
+        assert entry["seed"] == 4000 + int(entry["attendee"][1:])
+        for qid, answer in entry["answers"].items():
+            assert one.check(qid, answer).correct
+    assert "## 14. Predict, then measure: DeepSpeed stage 3" in sheet(1).markdown()
+    assert len(sheet(1, only=["offload-pays", "audit-4x-rule"]).questions) == 2
+
+
+def test_the_trace_question_always_has_one_answer():
+    for seed in SEEDS:
+        g = dict(question("traffic-detective", seed).given)
+        widths, gpus = tuple(g["widths"]), g["gpus"]
+        shown = predicted(g["mode"], gpus, 0, widths)
+        same = {
+            o
+            for o in OPTIONS
+            if (p := predicted(o, gpus, 0, widths)).held == shown.held and p.sent == shown.sent
+        }
+        assert same == {g["mode"], *question("traffic-detective", seed).part("setting").also}, (seed, same)
+
+
+def test_the_lab_link_leaves_out_deepspeeds_control_messages():
+    from zero_lessons.lab import modes, runner
+    from zero_lessons.lab.model import MODEL
+
+    found = runner.predict(modes.get("ds_zero1"), 2, 0)
+    assert any(m.elements == 1 for m in found.traffic.messages)  # the overflow flag and the gradient norm
+    record = from_lab("ds_zero1", 2, 0, found)
+    assert record.sent["all_reduce"] == MODEL.param_count and record.sent["all_gather"] == 1508
+    assert record.held == {
+        "weights": found.held.weights,
+        "gradients": found.held.gradients,
+        "optimizer": found.held.optimizer,
+    }
+
+
+def test_compare_grades_against_the_measurement_and_says_where_the_prediction_missed():
+    q = question("measure-deepspeed-3", 4)
+    truth = predicted(*case(q))
+    assert compare(q, q.answers(), truth).note == "the lab measured exactly what the package predicts."
+    off = replace(truth, held=truth.held | {"weights": truth.held["weights"] + 2})
+    feedback = compare(q, q.answers(), off)
+    assert not feedback.correct and [m.part for m in feedback.marks if not m.right] == ["weights"]
+    assert feedback.note == (
+        f"the measurement differs from the package's prediction in weights (predicted "
+        f"{truth.held['weights']}, measured {truth.held['weights'] + 2})."
+    )
+
+
+def test_workshop_modules_stay_short():
+    for path in sorted(Path(workshop.__file__).parent.glob("*.py")):
+        text = path.read_text()
+        assert len(text.splitlines()) <= 300, path.name
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef):
+                assert node.end_lineno - node.lineno < 40, (path.name, node.name)

@@ -1,0 +1,143 @@
+"""What DeepSpeed 0.19.8 holds and sends per rank, in bf16 with Adam, by the rules its code follows. No torch.
+
+This is the paper's 2 + 2 + 12 world: bf16 weights and gradients, fp32 master weights and two fp32
+Adam moments. Three layouts show up, and each needs its own count:
+
+- stage 0 keeps one bf16 and one fp32 tensor per parameter, like the paper's plain data parallel;
+- stages 1 and 2 flatten every parameter into one bf16 buffer, padded to a multiple of 2N elements
+  (4-byte alignment for each of the N partitions), and give rank r the r-th equal slice. After the
+  backward pass a rank keeps the gradients of every parameter that *touches* its slice, whole;
+- stage 3 cuts every parameter on its own into N flat pieces of ⌈n/N⌉ elements, padded.
+
+The rules read the mode's "zero_optimization" settings, so a new mode that only combines known
+settings needs no new rule; a combination no run has shown yet is refused, not guessed.
+"""
+
+from __future__ import annotations
+
+from .. import memory
+from .model import MODEL, LabModel
+from .modes import Mode
+from .results import Held, Message, Predicted, Traffic
+
+#: DeepSpeed's defaults for the settings these rules read.
+DEFAULTS = {
+    "use_multi_rank_bucket_allreduce": True,
+    "stage3_param_persistence_threshold": 100_000,
+    "stage3_prefetch_bucket_size": 50_000_000,
+    "stage3_max_reuse_distance": 1_000_000_000,
+}
+FP32 = 4  #: Adam's step counter and DeepSpeed's fp32 scalars
+
+
+def setting(mode: Mode, name: str):
+    """A "zero_optimization" setting of `mode`, or DeepSpeed's default."""
+    return mode.zero.get(name, DEFAULTS[name])
+
+
+def padded_flat(psi: int, gpus: int) -> int:
+    """Elements in the stage 1/2 flat buffer: Ψ rounded up to a multiple of 2N."""
+    return memory.ceil_div(psi, 2 * gpus) * 2 * gpus
+
+
+def slice_len(psi: int, gpus: int) -> int:
+    """Elements in each rank's slice of the stage 1/2 flat buffer, padding included."""
+    return padded_flat(psi, gpus) // gpus
+
+
+def shard(n: int, gpus: int) -> int:
+    """Elements of one rank's stage 3 piece of an n-element parameter: ⌈n/N⌉, padded."""
+    return memory.ceil_div(n, gpus)
+
+
+def touched_gradients(sizes: list[int], gpus: int, rank: int) -> int:
+    """Gradient elements a stage 1/2 rank keeps: each parameter overlapping its slice, whole, and padding."""
+    psi, part = sum(sizes), slice_len(sum(sizes), gpus)
+    low, high = rank * part, (rank + 1) * part
+    kept, start = 0, 0
+    for n in sizes:
+        if start < high and start + n > low:
+            kept += n
+        start += n
+    return kept + max(0, high - max(low, psi))
+
+
+def persistent(mode: Mode, model: LabModel = MODEL) -> list[int]:
+    """Sizes of the stage 3 parameters kept whole: up to `stage3_param_persistence_threshold` elements."""
+    return [n for n in model.sizes if n <= setting(mode, "stage3_param_persistence_threshold")]
+
+
+def held(mode: Mode, gpus: int, rank: int, model: LabModel = MODEL) -> Held:
+    """Bytes this rank holds after the backward pass of a step (before `engine.step()`)."""
+    sizes, psi = model.sizes, model.param_count
+    weights, grads, optimizer = (int(mode.recipe.bytes_for(s)) for s in ("weights", "gradients", "optimizer"))
+    if mode.stage == 0:
+        return Held(weights * psi, grads * psi, optimizer * psi, FP32 * len(sizes), 0)
+    if mode.stage in (1, 2):  # "other": the global gradient norm, one fp32 scalar
+        return Held(
+            weights * padded_flat(psi, gpus),
+            grads * touched_gradients(sizes, gpus, rank),
+            optimizer * slice_len(psi, gpus),
+            FP32,
+            FP32,
+        )
+    mine = sum(shard(n, gpus) for n in sizes)
+    # Persistent parameters stay whole, padded to N pieces, beside the piece. On one rank DeepSpeed does
+    # not gather at all: each parameter is a view of its own piece, so the two are one storage.
+    whole = sum(gpus * shard(n, gpus) for n in persistent(mode, model)) if gpus > 1 else 0
+    return Held(weights * (mine + whole), grads * mine, optimizer * mine, FP32, 8 + 1)  # fp64 norm, bool flag
+
+
+def _reduce_messages(mode: Mode, gpus: int, psi: int) -> list[Message]:
+    """Stage 1/2: the gradient all-reduce; with the bucket all-reduce off, a reduce to each slice's owner."""
+    if setting(mode, "use_multi_rank_bucket_allreduce"):
+        return [Message("all_reduce", psi, "bfloat16")]
+    part = slice_len(psi, gpus)
+    owners = [min(psi, (r + 1) * part) - min(psi, r * part) for r in range(gpus)]  # real elements, no padding
+    return [Message("reduce", n, "bfloat16") for n in owners if n > 0]
+
+
+def _gather_messages(mode: Mode, gpus: int, model: LabModel) -> list[Message]:
+    """Stage 3's all-gathers in a steady-state step, on more than one rank."""
+    kept = persistent(mode, model)
+    if len(kept) == len(model.sizes):  # every parameter whole: each rebuilt after the optimizer step
+        return [Message("all_gather", gpus * shard(n, gpus), "bfloat16") for n in model.sizes]
+    if not kept and setting(mode, "stage3_prefetch_bucket_size") > 0:
+        # Prefetched in one go and kept from the forward pass to the backward pass: a parameter whose later
+        # use the prefetcher has already passed is never released, whatever the reuse distance.
+        return [Message("all_gather", gpus * sum(shard(n, gpus) for n in model.sizes), "bfloat16")]
+    if not kept and setting(mode, "stage3_max_reuse_distance") == 0:  # layer by layer, forward and backward
+        return 2 * [
+            Message("all_gather", gpus * sum(shard(n, gpus) for n in layer), "bfloat16")
+            for layer in model.layers
+        ]
+    raise ValueError(
+        f"no prediction for mode {mode.key!r}: its stage 3 settings {mode.zero} combine "
+        "persistence, prefetch and reuse in a way no lab run has measured yet"
+    )
+
+
+def messages(mode: Mode, gpus: int, model: LabModel = MODEL) -> tuple[Message, ...]:
+    """Every collective of one steady-state step."""
+    psi = model.param_count
+    if mode.stage == 0:
+        return (Message("all_reduce", psi, "bfloat16"),)
+    if mode.stage in (1, 2):
+        control = [
+            Message("all_reduce", 1, "uint8"),
+            Message("all_reduce", 1, "float32"),
+        ]  # overflow flag, norm
+        gather = [Message("all_gather", padded_flat(psi, gpus), "bfloat16")] if gpus > 1 else []
+        return tuple(sorted(_reduce_messages(mode, gpus, psi) + control + gather))
+    pieces = gpus * sum(shard(n, gpus) for n in model.sizes)
+    out = [
+        Message("reduce_scatter", pieces, "bfloat16"),
+        Message("all_reduce", 1, "float64"),
+    ]  # gradients, norm
+    # On one rank, DeepSpeed makes each parameter a view of its piece instead of gathering.
+    return tuple(sorted(out + (_gather_messages(mode, gpus, model) if gpus > 1 else [])))
+
+
+def predict(mode: Mode, gpus: int, rank: int, model: LabModel = MODEL) -> Predicted:
+    """What one rank of a DeepSpeed mode holds and sends, message by message."""
+    return Predicted(held(mode, gpus, rank, model), Traffic.of(messages(mode, gpus, model)))

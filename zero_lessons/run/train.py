@@ -1,0 +1,166 @@
+"""Train a small MLP with DeepSpeed from a config file: the loop, a checkpoint, a resume, each rank's bytes.
+
+Start it the way you start a DeepSpeed job on a cluster, here with two CPU ranks on one machine:
+
+    GLOO_SOCKET_IFNAME=lo torchrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29500 \\
+        -m zero_lessons.run.train --ds-config ds.json
+
+torchrun starts one process per rank and hands each its RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT,
+which `deepspeed.init_distributed` reads. Every rank runs this same file. Imports torch and DeepSpeed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import logging
+from pathlib import Path
+
+import deepspeed
+import torch
+import torch.distributed as dist
+from deepspeed.utils import logger, safe_get_full_fp32_param
+from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+from ..lab.rank_deepspeed import held  # the lab's byte counter: the one line that reaches into the lab
+
+#: Layer widths. The 512 x 512 weight is over DeepSpeed's stage-3 persistence threshold (100,000
+#: elements), so stage 3 splits it across ranks; the smaller tensors stay whole on every rank.
+WIDTHS = (32, 512, 512, 8)
+#: The optimizer for a config that names none (the advisor writes only the keys that decide memory).
+#: Every hyperparameter is spelled out: DeepSpeed's "Adam" is AdamW, and the two Adams it may build
+#: (torch's, and its own CPU Adam for offload) default to different weight decays.
+ADAMW = {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}}
+
+
+def build_model(seed: int) -> torch.nn.Module:
+    """The MLP in fp32; every rank builds the same one from the same seed, as data parallelism needs."""
+    torch.manual_seed(seed)
+    layers = []
+    for a, b in itertools.pairwise(WIDTHS):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
+def batch(step: int, rank: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and targets of `rank` at `step`: each rank its own data, and a resumed run the same again."""
+    generator = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(size, WIDTHS[0], generator=generator)
+    return x, torch.randn(size, WIDTHS[-1], generator=generator)
+
+
+def with_defaults(config: dict) -> dict:
+    """`config` with AdamW added if it names no optimizer, and DeepSpeed's line per step turned off.
+
+    Offloaded optimizer steps run on the host in DeepSpeed's CPU Adam (a C++ extension it compiles on
+    first use); otherwise torch's own AdamW takes the step, which needs no compiler.
+    """
+    zero = config.get("zero_optimization", {})
+    offloaded = zero.get("offload_optimizer", {}).get("device", "none") != "none"
+    params = ADAMW["params"] | ({} if offloaded else {"torch_adam": True})
+    return {"optimizer": ADAMW | {"params": params}, "steps_per_print": 10**9} | config
+
+
+def make_engine(config: dict, seed: int):
+    """A DeepSpeed engine around a fresh model: it casts the weights, shards them by stage, adds AdamW."""
+    model = build_model(seed)
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+    return engine
+
+
+def train_step(engine, snapshot: bool = False) -> tuple[float, dict | None]:
+    """One step on this rank's own batch; with `snapshot`, count the bytes held before `engine.step()` too."""
+    x, target = batch(engine.global_steps, engine.global_rank, engine.train_micro_batch_size_per_gpu())
+    dtype = next(engine.module.parameters()).dtype  # bf16 or fp16, as DeepSpeed cast the weights
+    loss = torch.nn.functional.mse_loss(engine(x.to(dtype)).float(), target)
+    engine.backward(loss)  # scales the loss under fp16; reduces (or reduce-scatters) the gradients
+    found = dataclasses.asdict(held(engine)) if snapshot else None  # stages 1 and 2 free gradients in step()
+    engine.step()  # AdamW on this rank's part of the fp32 weights, then the bf16 copy is refreshed
+    return loss.item(), found
+
+
+def fp32_weights(engine) -> dict[str, torch.Tensor]:
+    """The full fp32 weights by name. At stage 3 this gathers every rank's shard: every rank must call it."""
+    out = {}
+    for name, param in engine.module.named_parameters():
+        master = safe_get_full_fp32_param(param)  # None when the engine keeps no separate fp32 copy
+        out[name] = (param if master is None else master).detach().float().clone()
+    return out
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    """Whether two state dicts have the same names and bit-for-bit equal tensors."""
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def round_trip(engine, config: dict, folder: Path) -> int | None:
+    """Save, resume into a fresh engine and consolidate, asserting each gives back the trained state.
+
+    Returns how many tensors rank 0 consolidated; None on the other ranks, and at stage 0, whose
+    checkpoint has no ZeRO shards (DeepSpeed's utility reads stage 1-3 checkpoints only).
+    """
+    stage = engine.zero_optimization_stage()
+    engine.save_checkpoint(folder, tag="saved")  # every rank writes its own shard
+    saved = fp32_weights(engine)
+    train_step(engine)
+    expected = fp32_weights(engine)
+    engine.destroy()
+    fresh = make_engine(config, seed=1)  # other initial weights, so loading has to overwrite them all
+    fresh.load_checkpoint(folder, tag="saved")
+    assert same(fp32_weights(fresh), saved), "the resumed weights differ from the saved ones"
+    train_step(fresh)
+    # The same next step proves more than the weights came back: AdamW's moments and step count did too.
+    assert same(fp32_weights(fresh), expected), "the resumed run's next step differs from the original's"
+    fresh.destroy()
+    dist.barrier()  # every shard is on disk before rank 0 reads them all
+    if dist.get_rank() != 0 or stage == 0:
+        return None
+    consolidated = get_fp32_state_dict_from_zero_checkpoint(str(folder), tag="saved")
+    assert same(consolidated, saved), "the consolidated fp32 state dict differs from the trained weights"
+    return len(consolidated)
+
+
+def run(path: Path, steps: int, checkpoints: Path) -> dict:
+    """Train `steps` steps under the config at `path`, check its checkpoint, and return this rank's report."""
+    config = with_defaults(json.loads(path.read_text()))
+    engine = make_engine(config, seed=0)
+    losses, found = [], None
+    for number in range(steps):
+        loss, found = train_step(engine, snapshot=number == steps - 1)
+        losses.append(loss)
+    params = sum(p.numel() for p in build_model(0).parameters())
+    report = {"config": path.name, "rank": dist.get_rank(), "world": dist.get_world_size(), "params": params}
+    report |= {
+        "losses": losses,
+        "held": found,
+        "skipped_steps": engine.skipped_steps,
+    }  # skipped: fp16 overflows
+    return report | {"consolidated": round_trip(engine, config, checkpoints / path.stem)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Train under each config in turn; print (or add to `--report`) one JSON line per config and rank."""
+    parser = argparse.ArgumentParser(prog="zero_lessons.run.train", description=__doc__.splitlines()[0])
+    parser.add_argument("--ds-config", type=Path, nargs="+", required=True, help="DeepSpeed config file(s)")
+    parser.add_argument("--steps", type=int, default=3, help="steps before the checkpoint")
+    parser.add_argument("--checkpoints", type=Path, default=Path("checkpoints"), help="where checkpoints go")
+    parser.add_argument("--report", type=Path, help="folder for rank<N>.jsonl reports (default: print them)")
+    parser.add_argument("--local_rank", type=int, help=argparse.SUPPRESS)  # the deepspeed launcher passes it
+    args = parser.parse_args(argv)
+    logger.setLevel(logging.WARNING)  # DeepSpeed logs every step at INFO
+    deepspeed.init_distributed(dist_backend="gloo")  # gloo: the CPU backend; NCCL on GPUs
+    for path in args.ds_config:
+        line = json.dumps(run(path, args.steps, args.checkpoints))
+        if args.report:
+            with open(args.report / f"rank{dist.get_rank()}.jsonl", "a") as out:
+                print(line, file=out)
+        else:
+            print(line, flush=True)
+    dist.barrier()  # gloo can abort at teardown unless every rank gets here first
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

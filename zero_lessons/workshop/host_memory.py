@@ -1,0 +1,187 @@
+"""Design question: the least offload for a model ZeRO-3 cannot hold, with host memory checked two ways."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from .. import ds_estimator, offload, units
+from ..activations import Transformer, activation_bytes
+from ..stages import Stage
+from .checkpointing import ADAM, shape_text, state
+from .model import Question, Spec, first, gb, in_gb, in_gib, parts, rng
+
+ID, TITLE = "offload-and-host", "Offload and host memory"
+POINT = "Offload trades GPU memory for host memory: check the host with DeepSpeed's accounting too."
+#: Offload choices from least to most: (stage, parameters offloaded too).
+CHOICES = ((Stage.ZERO2, False), (Stage.ZERO3, False), (Stage.ZERO3, True))
+PROMPT = (
+    "Take {shape}, on one node of {gpus} GPUs with {card} each and {host} of host memory, with " + ADAM + ". "
+    "Full recomputation leaves {act} of activations per GPU. Offload is considered in this order: ZeRO-2 "
+    "with the optimizer offloaded, ZeRO-3 with the optimizer offloaded, ZeRO-3 with optimizer and parameters "
+    "offloaded. Rule: take the first whose GPU part plus activations fits the card and whose host part fits "
+    "by the paper's count, then check the host with DeepSpeed's own estimator (zero_init on, "
+    "additional_buffer_factor 1.5)."
+)
+WORKING = (
+    "ZeRO-3 without offload needs {state3} + {act} per GPU: more than {card}. {stage} with {what} offload "
+    "keeps {on_gpu} per GPU (activations included) and puts {paper} on the host by the paper's count. "
+    "DeepSpeed's estimator prints "
+    '{ds_gib} (as "GB"), which is {ds_gb}: {verdict} the node\'s {host}.'
+)
+SPECS = (
+    Spec(
+        "stage3_gb",
+        "ZeRO-3 model state per GPU with no offload, in GB",
+        "16Ψ/N: every state split",
+        unit="GB",
+    ),
+    Spec(
+        "stage",
+        "the stage of the least offload that fits (2 or 3)",
+        "offload in order: ZeRO-2 optimizer, ZeRO-3 optimizer, ZeRO-3 optimizer and parameters",
+        kind="stage",
+    ),
+    Spec(
+        "offload",
+        "what is offloaded: optimizer or optimizer+parameters",
+        "take the least offload whose GPU part (plus activations) fits the card",
+        kind="choice",
+    ),
+    Spec(
+        "host_gb",
+        "host memory per node by the paper's count, in GB",
+        "each GPU's offloaded shard, times the GPUs that share the node",
+        unit="GB",
+    ),
+    Spec(
+        "deepspeed_host_gib",
+        'host memory per node by DeepSpeed\'s estimator, in GiB (what it prints as "GB")',
+        "DeepSpeed's host formula for this choice, times its buffer factor 1.5",
+        unit="GiB",
+    ),
+    Spec(
+        "deepspeed_fits",
+        "does DeepSpeed's estimate fit the node's host memory? yes or no",
+        "compare DeepSpeed's figure (GiB) with the host memory in the same unit",
+        kind="yes/no",
+    ),
+)
+WHY = {
+    "more-than-needed": "the optimizer alone is enough here, and parameter offload sends every weight over "
+    "PCIe twice more per step",
+    "forgot-buffer-factor": "that leaves out DeepSpeed's additional_buffer_factor of 1.5",
+    "paper-count": "that is the paper's count; DeepSpeed counts more bytes per parameter on the host",
+    "paper-count-only": "the paper's count fits, but DeepSpeed's own estimate is larger than the node's "
+    "host memory",
+}
+
+
+def plan(psi: int, act: int, card: int, host: int, gpus: int):
+    """The least offload that fits the card and, by the paper's count, the node's host memory."""
+    for stage, params_too in CHOICES:
+        on_gpu, off_gpu = offload.offloaded(psi, gpus, stage, parameters=params_too)
+        if on_gpu.total + act <= card and off_gpu.total * gpus <= host:
+            return stage, params_too, on_gpu.total + act, off_gpu.total * gpus
+    return None
+
+
+def deepspeed_host(shape: Transformer, stage: Stage, params_too: bool, gpus: int) -> int:
+    """Host bytes DeepSpeed's own estimator gives one node for an offload choice (zero_init on)."""
+    if stage is Stage.ZERO2:
+        return ds_estimator.zero2(shape.params, gpus, 1, cpu_offload=True).cpu_bytes
+    largest = shape.vocab * shape.hidden  # the embedding, the largest layer
+    return ds_estimator.zero3(
+        shape.params, largest, gpus, 1, cpu_offload=True, cpu_offload_params=params_too, zero_init=True
+    ).cpu_bytes
+
+
+def _draw(r):
+    """A transformer, GPUs per node, a card and the node's host memory."""
+    hidden = r.choice((5120, 6144, 7168, 8192))
+    shape = Transformer(r.choice((32, 40, 48, 60, 64, 80)), hidden, hidden // 128, 2048, 1)
+    host = r.choice((256, 384, 512, 768, 1024, 1536)) * units.GB
+    return shape, r.choice((4, 8)), r.choice((24, 32, 40, 48)) * units.GB, host
+
+
+def _fits(shape, gpus, card, host) -> bool:
+    """ZeRO-3 alone does not fit, and some offload does."""
+    act = activation_bytes(shape, "full")
+    return state(shape.params, gpus, 3) + act > card and plan(shape.params, act, card, host, gpus) is not None
+
+
+def _answers(shape: Transformer, gpus: int, card: int, host: int) -> tuple[dict, dict]:
+    """The right value of every part, and the value each slip gives."""
+    psi, act = shape.params, activation_bytes(shape, "full")
+    stage, params_too, _, paper = plan(psi, act, card, host, gpus)
+    ds_host, state3 = deepspeed_host(shape, stage, params_too, gpus), state(psi, gpus, 3)
+    what = "optimizer+parameters" if params_too else "optimizer"
+    values = dict(
+        stage3_gb=in_gb(state3),
+        stage=stage,
+        offload=what,
+        host_gb=in_gb(paper),
+        deepspeed_host_gib=in_gib(ds_host),
+        deepspeed_fits=ds_host <= host,
+    )
+    slips = {
+        "stage3_gb": [("gib-for-gb", in_gib(state3))],
+        "offload": [("more-than-needed", "optimizer+parameters")],
+        "host_gb": [("per-gpu-not-node", in_gb(paper / gpus)), ("gib-for-gb", in_gib(paper))],
+        "deepspeed_host_gib": [
+            ("gb-for-gib", in_gb(ds_host)),
+            ("forgot-buffer-factor", in_gib(ds_host) / Fraction(3, 2)),
+            ("paper-count", in_gib(paper)),
+        ],
+        "deepspeed_fits": [] if ds_host <= host else [("paper-count-only", True)],
+    }
+    return values, slips
+
+
+def _working(shape: Transformer, gpus: int, card: int, host: int) -> str:
+    """The worked solution, with this variant's numbers."""
+    psi, act = shape.params, activation_bytes(shape, "full")
+    stage, params_too, on_gpu, paper = plan(psi, act, card, host, gpus)
+    ds_host = deepspeed_host(shape, stage, params_too, gpus)
+    return WORKING.format(
+        state3=gb(state(psi, gpus, 3)),
+        act=gb(act),
+        card=gb(card),
+        stage=stage.label,
+        what="optimizer and parameter" if params_too else "optimizer",
+        on_gpu=gb(on_gpu),
+        paper=gb(paper),
+        ds_gib=units.format_bytes(ds_host, "GiB"),
+        ds_gb=gb(ds_host),
+        verdict="within" if ds_host <= host else "more than",
+        host=gb(host),
+    )
+
+
+def generate(seed: int) -> Question:
+    """One variant: the model, the node, and the offload choice with the host checked two ways."""
+    shape, gpus, card, host = first(rng(ID, seed), _draw, _fits)
+    values, slips = _answers(shape, gpus, card, host)
+    prompt = PROMPT.format(
+        shape=shape_text(shape),
+        gpus=gpus,
+        card=gb(card),
+        host=gb(host),
+        act=gb(activation_bytes(shape, "full")),
+    )
+    given = dict(
+        layers=shape.layers,
+        hidden=shape.hidden,
+        gpus=gpus,
+        card_gb=int(in_gb(card)),
+        host_gb=int(in_gb(host)),
+    )
+    return Question(
+        ID,
+        TITLE,
+        seed,
+        prompt,
+        parts(SPECS, values, slips, WHY),
+        _working(shape, gpus, card, host),
+        POINT,
+        tuple(given.items()),
+    )

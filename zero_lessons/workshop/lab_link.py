@@ -1,0 +1,77 @@
+"""The workshop's one link to the lab: its settings, its predictions, and a run of one case.
+
+Every function that knows how the lab names, predicts and reports things lives here, so that a
+change to the lab's API is a change to this module only. No torch: `measure` starts the lab's
+ranks, which import it in their own processes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+FIELDS = ("weights", "gradients", "optimizer")
+COLLECTIVES = ("all_reduce", "reduce", "broadcast", "reduce_scatter", "all_gather")
+
+
+@dataclass(frozen=True)
+class Record:
+    """What one rank holds and sends in one steady-state step, as the lab measures or predicts it."""
+
+    mode: str  #: the lab's setting, e.g. "ds_zero1"
+    gpus: int  #: ranks in the run
+    rank: int  #: this rank
+    held: dict[str, int]  #: bytes by kind of state: weights, gradients, optimizer
+    sent: dict[str, int]  #: elements per collective in one step, training tensors only
+
+    def values(self) -> dict[str, int]:
+        """Every number a predict-then-measure exercise asks for, by part name."""
+        return self.held | self.sent
+
+
+def lab_mode(key: str):
+    """The lab's description of a setting: its name, nearest stage, recipe and framework."""
+    from ..lab import modes
+
+    return modes.get(key)
+
+
+def lab_model() -> tuple[tuple[int, ...], int]:
+    """The lab model's layer widths and its parameter count Ψ."""
+    from ..lab.model import MODEL
+
+    return MODEL.widths, MODEL.param_count
+
+
+def from_lab(mode: str, gpus: int, rank: int, found) -> Record:
+    """Read one rank's lab result (a `lab.results.Measured` or `Predicted`) as a Record.
+
+    DeepSpeed's one-element control messages (overflow flag, gradient norm) are left out: only its
+    bf16 messages count. The lab's PyTorch runs send training tensors only.
+    """
+    held = {f: int(getattr(found.held, f)) for f in FIELDS}
+    if lab_mode(mode).framework == "deepspeed":
+        sent: Counter = Counter()
+        for message in found.traffic.messages:
+            sent[message.op] += message.elements if message.dtype == "bfloat16" else 0
+    else:
+        sent = Counter(found.traffic.elements)
+    return Record(mode, gpus, rank, held, {op: int(sent[op]) for op in COLLECTIVES})
+
+
+def predicted(mode: str, gpus: int, rank: int, widths: tuple[int, ...] | None = None) -> Record:
+    """The package's prediction for one rank of a lab setting, for the lab's model or an MLP of any widths."""
+    from ..lab import runner
+    from ..lab.model import MODEL, LabModel
+
+    setting = lab_mode(mode)
+    model = LabModel(widths=tuple(widths)) if widths else MODEL
+    return from_lab(mode, gpus, rank, runner.PREDICTIONS[setting.framework](setting, gpus, rank, model))
+
+
+def measure(mode: str, gpus: int, rank: int, timeout: float = 120) -> Record:
+    """Run the lab for one setting on `gpus` ranks (CPU, a few seconds) and read rank `rank`'s measurement."""
+    from .. import lab
+
+    results, _ = lab.run(ranks=(gpus,), modes=(mode,), timeout=timeout)
+    return from_lab(mode, gpus, rank, results.get(mode, gpus, rank).measured)
