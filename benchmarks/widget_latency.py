@@ -9,10 +9,10 @@ from jupyter_client.manager import start_new_kernel
 
 CODE = r'''
 import statistics, time
-from zero_lessons.widgets import Explorer
+from zero_lessons.explorer import Explorer
 app = Explorer()
 changes = [(app.gpus_slider, n) for n in (16, 32, 64, 128)] + [(app.params_slider, 10 ** x) for x in (9.5, 10, 10.5, 11)]
-changes += [(app.params_text, t) for t in ("13B", "70B")] + [(app.budget, b) for b in ("40GB", "24 GiB")]
+changes += [(app.params_text, t) for t in ("13B", "70B")] + [(app.gpu_memory, b) for b in ("40GB", "24 GiB")]
 changes += [(app.unit, "GiB"), (app.unit, "GB"), (app.dtype, "fp32"), (app.dtype, "bf16"), (app.bandwidth, "25 GB/s")]
 samples = []
 for i in range(100):

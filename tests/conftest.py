@@ -1,21 +1,68 @@
-"""Helpers shared by the tests: Debian Chromium with the network closed, and optional heavy dependencies.
+"""Helpers shared by the tests: test tiers, Debian Chromium with the network closed, optional heavy packages.
 
 Outside CI a test that needs Chromium or DeepSpeed skips with the reason when it is missing;
-under CI=true the same absence is a failure, because `.ci/run` and `make test` install both.
+under CI=true the same absence is a failure, because `make test` installs both (tools/system_deps.py).
 """
 
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import pathlib
+import re
+import sys
 from urllib.parse import urlparse
 
 import pytest
 
-CHROMIUM = pathlib.Path("/usr/bin/chromium")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: test file name prefix -> the marker its tests carry (`make check` leaves these out)
+TIERS = {"test_lab": "lab", "test_browser": "browser", "test_book": "book"}
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark each test with its tier: by file name for tests/, `notebook` for every nbval cell."""
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker("notebook")
+        for prefix, marker in TIERS.items():
+            if item.path.name.startswith(prefix):
+                item.add_marker(marker)
+
+
+def pytest_ignore_collect(collection_path, config) -> bool | None:
+    """Leave a tier's file unimported when `-m` deselects all its tests (importing test_lab loads torch)."""
+    marker = next((m for prefix, m in TIERS.items() if collection_path.name.startswith(prefix)), None)
+    expression = config.getoption("markexpr")
+    if marker is None or not expression or collection_path.suffix != ".py":
+        return None
+    try:  # a private pytest API: should it change, collect as usual (slower, never wrong)
+        from _pytest.mark.expression import Expression
+
+        compiled = Expression.compile(expression)
+    except Exception:
+        return None
+    # Its tests carry `marker` and may carry any other: skip only if no combination would be selected.
+    others = sorted(set(re.findall(r"[A-Za-z_]\w*", expression)) - {"and", "or", "not", marker})
+    for values in itertools.product((False, True), repeat=len(others)):
+        if _selects(compiled, {marker, *(name for name, on in zip(others, values, strict=True) if on)}):
+            return None
+    return True
+
+
+def _selects(compiled, marks: set[str]) -> bool:
+    """Whether a compiled `-m` expression selects a test that carries exactly `marks`."""
+    return compiled.evaluate(lambda name, **kwargs: name in marks)
+
+
+def tool(name: str):
+    """The script tools/`name`.py as a module (tools/ is no package; its scripts import each other)."""
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.append(str(ROOT / "tools"))
+    return importlib.import_module(name)
 
 
 def need(what: str, present: bool, how: str) -> None:
@@ -27,9 +74,13 @@ def need(what: str, present: bool, how: str) -> None:
     pytest.skip(f"{what} is not installed ({how})", allow_module_level=True)
 
 
+CHROMIUM = tool("system_deps").CHROMIUM_PATH
+
+
 def need_chromium() -> None:
     """Debian's Chromium, which the browser and book tests drive."""
-    need("/usr/bin/chromium", CHROMIUM.exists(), "apt-get install -y chromium chromium-driver; .ci/run does it")
+    need(str(CHROMIUM), CHROMIUM.exists(),
+         "apt-get install -y chromium chromium-driver; `make test` does it when run as root")
 
 
 def need_module(name: str, how: str = "`make test` installs it with the lab extra"):

@@ -3,8 +3,14 @@
 import pytest
 
 from zero_lessons import GB
-from zero_lessons.activations import GPT2_XL, Transformer, activation_bytes, layer_bytes, zero_paper_estimate
-from zero_lessons.advice import advise
+from zero_lessons.planning.activations import (
+    GPT2_XL,
+    Transformer,
+    activation_bytes,
+    layer_bytes,
+    zero_paper_estimate,
+)
+from zero_lessons.planning.advice import advise
 from zero_lessons.stages import Stage
 
 
@@ -64,7 +70,7 @@ def test_activation_warning_when_they_dominate():
 
 
 def test_advise_model_uses_the_activation_estimate():
-    from zero_lessons.advice import advise_model
+    from zero_lessons.planning.advice import advise_model
 
     model = Transformer(layers=32, hidden=4096, heads=32, seq_len=4096, micro_batch=1)
     pick = advise_model(model, 8, "80GB", recompute="selective")

@@ -7,20 +7,67 @@ import sys
 import pytest
 
 from conftest import need_module
-from zero_lessons import GB, ds_config, offload
-from zero_lessons.advice import advise
+from zero_lessons import GB, Setup
+from zero_lessons.planning import ds_config, ds_estimator, offload
+from zero_lessons.planning.advice import advise
+from zero_lessons.present import html
 from zero_lessons.stages import Stage
 
 
 def test_offload_only_when_nothing_else_fits():
     assert advise(13 * 10**9, 8, "40GB", cpu_memory="1TB").offload == "none"  # stage 3 fits on the GPUs
-    pick = advise(70 * 10**9, 8, "40GB", cpu_memory="1TB")
+    pick = advise(70 * 10**9, 8, "40GB", cpu_memory="2TB")
     # Stage 2 keeps 140 GB of fp16 weights whole; stage 3 with only the optimizer offloaded keeps 35 GB.
     assert (pick.stage, pick.offload, pick.rule) == (Stage.ZERO3, "optimizer", "offload")
-    pick = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB")
+    pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")
     assert (pick.stage, pick.offload) == (Stage.ZERO3, "optimizer+parameters")
     on_gpu, off_gpu = offload.offloaded(70 * 10**9, 8, 3, parameters=True)
     assert on_gpu.total == 17.5 * GB and off_gpu.total * 8 == 980 * GB
+
+
+def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
+    """Issue 14's case: 70B on 8 x 24 GB with 1 TB of host memory per node. The paper's count puts 14 bytes
+    per parameter on the host (980 GB: it fits); DeepSpeed's own estimator counts 18 (an fp32 gradient copy
+    too) times its buffer factor 1.5, 1,890 GB: it does not. The advisor recommends nothing, and says why."""
+    pick = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB")
+    assert (pick.stage, pick.offload, pick.rule) == (None, "none", "does-not-fit")
+    (why,) = [r for r in pick.reasons if "optimizer+parameters offload" in r]
+    assert "980 GB by the paper's count" in why and "1890 GB by DeepSpeed's estimator" in why
+    assert "DeepSpeed's accounting does not fit" in why and "fp32 copy of the gradients" in why
+    assert "27 bytes per parameter across the hosts, where the paper counts 14" in why
+    estimate = ds_estimator.zero3(70 * 10**9, 0, 8, cpu_offload=True, cpu_offload_params=True)
+    assert estimate.cpu_bytes == 1890 * GB
+    assert "DeepSpeed's accounting does not fit" in cli("advise", "--params", "70B", "--gpus", "8",
+                                                        "--gpu-memory", "24GB", "--cpu-memory", "1TB").stdout
+
+
+def test_the_offload_order_is_stated_once_and_both_counts_are_checked():
+    setup = Setup(70 * 10**9, 8, gpu_memory="24GB")
+    assert [(p.stage, p.offload) for p in offload.plans(setup, 0, 8)] == list(offload.ORDER)
+    assert offload.least(setup, 0, 10**12, 8).offload == "optimizer+parameters"  # by the paper's count
+    assert offload.deepspeed_host(setup, 3, "optimizer+parameters", 8) > 10**12  # DeepSpeed's does not
+
+
+def test_thin_headroom_and_activations_left_at_zero_are_flagged():
+    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB")  # ZeRO-Offload leaves 1.25 GB of 20 GB free
+    assert (pick.stage, pick.offload) == (Stage.ZERO2, "optimizer")
+    assert any("only 1.25 GB of 20 GB per GPU is left free, under 10%" in w for w in pick.warnings)
+    assert any("activations were left at 0" in w for w in pick.warnings)
+    host = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")  # DeepSpeed's 1,890 GB of 2,000 GB: 5.5% free
+    assert any("110 GB of 2000 GB of host memory per node is left free" in w for w in host.warnings)
+    roomy = advise(7_500_000_000, 8, "80GB", activations="10GB")  # 51.25 GB of 80 GB, activations given
+    assert roomy.warnings == ()
+    tight = advise(7_500_000_000, 8, "44GB", activations="1GB")  # ZeRO-1: 42.25 GB of 44 GB
+    assert [w[:40] for w in tight.warnings] == ["only 1.75 GB of 44 GB per GPU is left fr"]
+    assert "warning: only 1.75 GB" in repr(tight) and tight.to_dict()["warnings"] == list(tight.warnings)
+
+
+def test_advice_says_which_ranking_it_follows():
+    pick = advise(7_500_000_000, 8, "80GB")
+    assert pick.ranking.startswith("Ranking: the ZeRO paper's. Stages 0-2 send 2Ψ per GPU per step and "
+                                   "stage 3 sends 3Ψ")
+    assert "Under DeepSpeed's defaults ZeRO-1/2 send about 3Ψ" in pick.ranking
+    assert repr(pick).endswith(pick.ranking) and pick.to_dict()["ranking"] == pick.ranking
 
 
 def test_zero_offload_when_stage_two_with_host_optimizer_fits():
@@ -36,6 +83,8 @@ def test_nothing_fits_without_host_memory_or_with_too_little():
     assert any("no host memory given" in r for r in pick.reasons)
     pick = advise(70 * 10**9, 8, "10GB", cpu_memory="512GB")
     assert (pick.stage, pick.rule) == (None, "does-not-fit")
+    last = "even with optimizer and parameters offloaded, 17.5 GB per GPU is more than 10 GB"
+    assert pick.reasons[-1] == last
 
 
 @pytest.mark.parametrize("stage, what", [(0, "none"), (1, "none"), (2, "none"), (3, "none"), (1, "optimizer"),
@@ -109,6 +158,9 @@ def test_cli_advise_text_and_errors():
 
 
 def test_advice_html_for_the_explorer():
-    html = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB").to_html()
-    assert html.startswith("<div class='zero-advice'><b>use ZeRO-3 with optimizer+parameters offload</b>")
-    assert html.count("<li>") == 6
+    pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")
+    markup = html.advice_html(pick)
+    assert markup.startswith("<div class='zero-advice'><b>use ZeRO-3 with optimizer+parameters offload</b>")
+    # the four stages, "stage 3 alone would fit on 47 GPUs", the chosen offload, two warnings, the ranking
+    assert markup.count("<li>") == len(pick.reasons) + len(pick.warnings) + 1 == 9
+    assert "<li>warning: only 110 GB of 2000 GB of host memory per node" in markup

@@ -4,21 +4,11 @@ from fractions import Fraction
 
 import pytest
 
-from zero_lessons import (
-    checks,
-    cluster_total,
-    custom,
-    ds_estimator,
-    max_params,
-    min_gpus,
-    offload,
-    per_gpu,
-    stage_table,
-    step_time,
-    units,
-)
-from zero_lessons.advice import advise
+from zero_lessons import checks, cluster_total, custom, max_params, min_gpus, per_gpu, step_time, units
 from zero_lessons.checks import MAX_GPUS, MAX_PARAMS
+from zero_lessons.planning import ds_estimator, offload
+from zero_lessons.planning.advice import advise
+from zero_lessons.present import stage_table
 from zero_lessons.recipes import Part, Recipe
 
 
@@ -51,13 +41,13 @@ def test_per_gpu_rejects(kwargs, error, words):
 @pytest.mark.parametrize(
     "call, error, words",
     [
-        (lambda: max_params(0, 8, 3), ValueError, "memory must be a number > 0"),
-        (lambda: max_params("80 GHz", 8, 3), ValueError, "memory: cannot read"),
-        (lambda: max_params(float("nan"), 8, 3), ValueError, "memory must be a finite"),
+        (lambda: max_params(8, 0, 3), ValueError, "memory must be a number > 0"),
+        (lambda: max_params(8, "80 GHz", 3), ValueError, "memory: cannot read"),
+        (lambda: max_params(8, float("nan"), 3), ValueError, "memory must be a finite"),
         (lambda: min_gpus(10**9, -1, 3), ValueError, "memory must be a number > 0"),
         (lambda: cluster_total(10**9, 0, 3), ValueError, "gpus must be"),
         (lambda: stage_table(10**9, 8, unit="GBs"), ValueError, "unit must be one of"),
-        (lambda: stage_table(10**9, 8, budget="lots"), ValueError, "budget: cannot read"),
+        (lambda: stage_table(10**9, 8, gpu_memory="lots"), ValueError, "gpu_memory: cannot read"),
     ],
 )
 def test_other_entry_points_reject(call, error, words):
@@ -69,8 +59,8 @@ def test_other_entry_points_reject(call, error, words):
 @pytest.mark.parametrize(
     "call, words",
     [
-        (lambda: max_params(10**18 + 1, 8, 3), "memory must be at most 10**18 bytes (1 EB)"),
-        (lambda: max_params(Fraction(1, 2), 8, 3), "memory must be at least 1 byte"),
+        (lambda: max_params(8, 10**18 + 1, 3), "memory must be at most 10**18 bytes (1 EB)"),
+        (lambda: max_params(8, Fraction(1, 2), 3), "memory must be at least 1 byte"),
         (lambda: step_time(10**9, 8, 3, Fraction(1, 16)), "bandwidth must be at least 1 bit/s"),
         (lambda: step_time(10**9, 8, 3, "1001 TB/s"), "bandwidth must be at most 10**15 bytes/s (1 PB/s)"),
         (lambda: custom(1025, 0, 0), "weight_bytes must be at most 1,024 bytes per parameter"),
@@ -116,7 +106,7 @@ def test_the_bounds_cover_real_cases_with_room():
         per_gpu(checks.MAX_PARAMS, checks.MAX_GPUS, 3, custom(1024, 1024, 1024)).total > 0
     )  # the largest corner
     assert (
-        advise(10**12, 72, "192GB", cpu_memory="32 TiB", gpus_per_node=72).budget == 192 * 10**9
+        advise(10**12, 72, "192GB", cpu_memory="32 TiB", gpus_per_node=72).gpu_memory == 192 * 10**9
     )  # an NVL72 rack
     assert step_time(10**9, 8, 3, "1 Gb/s") > step_time(10**9, 8, 3, "1.8 TB/s") > 0  # 1 GbE to NVLink 5
     assert (

@@ -11,12 +11,15 @@ import threading
 
 import pytest
 
-from conftest import local_only, need_chromium, need_module
+from conftest import local_only, need, need_chromium, need_module, tool
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 need_chromium()
 need_module("jupyter_book", "the book extra installs it; `make test` does")
+# The first build fetches MathJax and the widget manager with `npm pack`; later builds use .cache/npm.
+npm_problem = tool("build_book").npm_missing()
+need("npm", npm_problem is None, f"{npm_problem}; `make test` installs npm when run as root")
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):

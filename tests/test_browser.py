@@ -19,11 +19,10 @@ import urllib.request
 
 import pytest
 
-from zero_lessons import GB, units
-from zero_lessons.explorer import GPU_STEPS
-from zero_lessons.memory import per_gpu
-
 from conftest import local_only, need_chromium
+from zero_lessons import GB, units
+from zero_lessons.explorer.views import GPU_STEPS
+from zero_lessons.memory import per_gpu
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from conftest import need_module
-from zero_lessons import GiB, ds_estimator, memory, recipes
+from zero_lessons import GiB, memory, recipes
+from zero_lessons.planning import ds_estimator
 
 PSI = 7_500_000_000
 

@@ -20,25 +20,20 @@ from hypothesis import strategies as st
 
 from guard import deadline
 from zero_lessons import (
-    activations,
-    advice,
     checks,
     communication,
-    ds_config,
-    ds_estimator,
     exercises,
-    explorer,
+    inputs,
     memory,
-    offload,
-    plots,
     recipes,
     simulate,
     stages,
-    svg,
     symbolic,
-    table,
     units,
 )
+from zero_lessons.explorer import views
+from zero_lessons.planning import activations, advice, ds_config, ds_estimator, offload
+from zero_lessons.present import figures, html, plots, svg, table
 
 HOSTILE_TEXT = [
     "",
@@ -121,6 +116,8 @@ RATE = st.sampled_from(["100 Gb/s", "25 GB/s", "900GB/s", 10**9, 12.5e9, Fractio
 UNIT = st.sampled_from(["GB", "GiB", "gib", "MB", "B"])
 BYTES = st.fractions(0, 64, max_denominator=16)
 FLAG = st.booleans()
+GPUS_NODE = st.integers(1, 1024)
+BYTES_INT = st.integers(1, 10**12)
 MODEL = st.builds(
     activations.Transformer,
     st.integers(1, 96),
@@ -129,8 +126,11 @@ MODEL = st.builds(
     st.integers(1, 8192),
     st.integers(1, 64),
 )
-VIEW = explorer.compute_view(explorer.Settings())
-TABLE = table.stage_table(7_500_000_000, 8, budget="80GB")
+VIEW = views.compute_view(views.Settings())
+TABLE = table.stage_table(7_500_000_000, 8, gpu_memory="80GB")
+SETUP = inputs.Setup(7_500_000_000, 8, gpu_memory="80GB")
+HELD = memory.per_stage(SETUP)
+PLAN = offload.plans(SETUP, 0, 8)[0]
 
 
 def arg(good, *names):
@@ -158,14 +158,9 @@ SPECS = {
         units.parse_bandwidth,
         {"_text": arg(st.sampled_from(["100 Gb/s"]), "bandwidth")},
     ),
-    "units.parse_gpus": (units.parse_gpus, {"_text": arg(st.sampled_from(["8", "1000000"]), "gpus")}),
     "units.parse_whole": (
         units.parse_whole,
         {"_text": arg(st.just("8"), "x"), "field": fixed("x"), "high": fixed(10)},
-    ),
-    "units.parse_bytes_per_param": (
-        units.parse_bytes_per_param,
-        {"_text": arg(st.sampled_from(["2", "0.5", "1/2"]), "bytes per parameter")},
     ),
     "units.read_decimal": (
         units.read_decimal,
@@ -206,7 +201,7 @@ SPECS = {
         checks.instance,
         {"_name": fixed("x"), "_value": arg(st.just(1), "x"), "_cls": fixed(int), "_what": fixed("an int")},
     ),
-    "checks.tidy": (checks.tidy, {"_value": arg(BYTES, "value")}),
+    "units.tidy": (units.tidy, {"_value": arg(BYTES, "value")}),
     "stages.as_stage": (stages.as_stage, {"_value": arg(STAGE, "stage")}),
     "recipes.get": (recipes.get, {"_name": arg(RECIPE, "recipe")}),
     "recipes.custom": (
@@ -255,12 +250,45 @@ SPECS = {
     ),
     "memory.max_params": (
         memory.max_params,
-        {"memory": arg(MEMORY), "gpus": arg(GPUS), "stage": arg(STAGE), "recipe": arg(RECIPE)},
+        {"gpus": arg(GPUS), "gpu_memory": arg(MEMORY), "stage": arg(STAGE), "recipe": arg(RECIPE)},
     ),
     "memory.min_gpus": (
         memory.min_gpus,
-        {"params": arg(PARAMS), "memory": arg(MEMORY), "stage": arg(STAGE), "recipe": arg(RECIPE)},
+        {"params": arg(PARAMS), "gpu_memory": arg(MEMORY), "stage": arg(STAGE), "recipe": arg(RECIPE)},
     ),
+    "memory.breakdown": (memory.breakdown, {"setup": arg(st.just(SETUP)), "stage": arg(STAGE)}),
+    "memory.per_stage": (memory.per_stage, {"setup": arg(st.just(SETUP))}),
+    "memory.fits": (
+        memory.fits,
+        {"held": arg(st.just(HELD[1])), "gpu_memory": arg(BYTES_INT), "extra": arg(st.integers(0, 9))},
+    ),
+    "memory.lowest_fitting": (
+        memory.lowest_fitting,
+        {"held": arg(st.just(HELD)), "gpu_memory": arg(BYTES_INT), "extra": arg(st.integers(0, 9))},
+    ),
+    "memory.check_per_stage": (memory.check_per_stage, {"held": arg(st.just(HELD))}),
+    "memory.saved": (memory.saved, {"held": arg(st.just(HELD[3])), "baseline": arg(st.just(HELD[0]))}),
+    "memory.kept_and_split_bytes": (
+        memory.kept_and_split_bytes,
+        {"setup": arg(st.just(SETUP)), "stage": arg(STAGE)},
+    ),
+    "inputs.Setup": (
+        inputs.Setup,
+        {"params": arg(PARAMS), "gpus": arg(GPUS), "recipe": arg(RECIPE), "gpu_memory": arg(MEMORY)},
+    ),
+    **{
+        f"inputs.FIELDS[{name!r}]": (field, {"_text": arg(st.sampled_from(good), name)})
+        for name, field in inputs.FIELDS.items()
+        for good in [
+            {
+                "params": ["7.5B", "1_000"],
+                "gpus": ["8", "1000000"],
+                "gpus_per_node": ["8"],
+                "unit": ["GiB"],
+                "bandwidth": ["100 Gb/s"],
+            }.get(name, ["2", "1/2"] if name in inputs.CUSTOM else ["80GB", "1.5 TB"])
+        ]
+    },
     "memory.shard_elements": (
         memory.shard_elements,
         {"params": arg(PARAMS), "gpus": arg(GPUS), "padded": arg(FLAG)},
@@ -298,6 +326,19 @@ SPECS = {
         },
     ),
     "communication.relative_to_dp": (communication.relative_to_dp, {"stage": arg(STAGE)}),
+    "communication.elements_sent": (
+        communication.elements_sent,
+        {"setup": arg(st.just(SETUP)), "stage": arg(STAGE), "ring": arg(FLAG)},
+    ),
+    "communication.traffic": (
+        communication.traffic,
+        {
+            "setup": arg(st.just(SETUP)),
+            "stage": arg(STAGE),
+            "dtype": arg(st.just("bf16")),
+            "bandwidth": arg(st.integers(1, 10**15)),
+        },
+    ),
     "table.stage_table": (
         table.stage_table,
         {
@@ -306,9 +347,31 @@ SPECS = {
             "recipe": arg(RECIPE),
             "unit": arg(UNIT),
             "padded": arg(FLAG),
-            "budget": arg(MEMORY),
+            "gpu_memory": arg(MEMORY),
         },
     ),
+    "table.table_of": (
+        table.table_of,
+        {"setup": arg(st.just(SETUP)), "held": arg(st.just(HELD)), "unit": arg(st.just("GB"))},
+    ),
+    "table.fit_table": (
+        table.fit_table,
+        {"gpus": arg(GPUS), "gpu_memory": arg(MEMORY), "recipe": arg(RECIPE)},
+    ),
+    "figures.gpu_grid": (figures.gpu_grid, {"max_gpus": arg(st.integers(1, 10**6))}),
+    "figures.stage_bars": (figures.stage_bars, {"table": arg(st.just(TABLE))}),
+    "figures.scaling": (
+        figures.scaling,
+        {"setup": arg(st.just(SETUP)), "unit": arg(UNIT), "max_gpus": arg(st.integers(1, 4096)),
+         "marker": arg(st.integers(1, 4096))},
+    ),
+    "figures.comm_seconds": (
+        figures.comm_seconds,
+        {"rows": arg(st.just(VIEW.comm)), "title": arg(st.just("t"))},
+    ),
+    "svg.draw": (svg.draw, {"chart": arg(st.just(figures.stage_bars(TABLE)))}),
+    "html.advice_html": (html.advice_html, {"advice": arg(st.just(VIEW.advice))}),
+    "html.comm_html": (html.comm_html, {"rows": arg(st.just(VIEW.comm)), "table": arg(st.just(TABLE))}),
     "advice.advise": (
         advice.advise,
         {
@@ -319,6 +382,17 @@ SPECS = {
             "recipe": arg(RECIPE),
             "unit": arg(UNIT),
             "cpu_memory": arg(MEMORY),
+            "gpus_per_node": arg(st.integers(1, 1024)),
+        },
+    ),
+    "advice.choose": (
+        advice.choose,
+        {
+            "setup": arg(st.just(SETUP)),
+            "held": arg(st.just(HELD)),
+            "activations": arg(st.integers(0, 10**11)),
+            "unit": arg(UNIT),
+            "cpu_memory": arg(st.integers(1, 10**13)),
             "gpus_per_node": arg(st.integers(1, 1024)),
         },
     ),
@@ -344,6 +418,38 @@ SPECS = {
         {"model": arg(MODEL), "recompute": arg(st.just("full"))},
     ),
     "activations.zero_paper_estimate": (activations.zero_paper_estimate, {"model": arg(MODEL)}),
+    "activations.least_recomputation": (
+        activations.least_recomputation,
+        {"model": arg(MODEL), "setup": arg(st.just(SETUP))},
+    ),
+    "offload.rule": (offload.rule, {"stage": arg(STAGE), "offload": arg(st.just("optimizer"))}),
+    "offload.plans": (
+        offload.plans,
+        {
+            "setup": arg(st.just(SETUP)),
+            "activations": arg(st.integers(0, 10**11)),
+            "gpus_per_node": arg(GPUS_NODE),
+        },
+    ),
+    "offload.least": (
+        offload.least,
+        {
+            "setup": arg(st.just(SETUP)),
+            "activations": arg(st.integers(0, 10**11)),
+            "host": arg(st.integers(1, 10**13)),
+            "gpus_per_node": arg(GPUS_NODE),
+        },
+    ),
+    "offload.deepspeed_host": (
+        offload.deepspeed_host,
+        {
+            "setup": arg(st.just(SETUP)),
+            "stage": arg(st.sampled_from([2, 3])),
+            "offload": arg(st.just("optimizer")),
+            "gpus_per_node": arg(GPUS_NODE),
+        },
+    ),
+    "offload.node_count": (offload.node_count, {"gpus": arg(GPUS), "gpus_per_node": arg(GPUS_NODE)}),
     "offload.offloaded": (
         offload.offloaded,
         {
@@ -453,27 +559,28 @@ SPECS = {
             "show_working": arg(FLAG),
         },
     ),
-    "explorer.Settings": (
-        explorer.Settings,
+    "views.Settings": (
+        views.Settings,
         {
             "params": arg(PARAMS),
             "gpus": arg(GPUS),
             "recipe": arg(RECIPE),
-            "budget": arg(MEMORY),
+            "gpu_memory": arg(MEMORY),
             "unit": arg(UNIT),
             "dtype": arg(st.just("bf16")),
             "bandwidth": arg(RATE),
         },
     ),
-    "explorer.compute_view": (
-        explorer.compute_view,
-        {"_settings": arg(st.just(explorer.Settings()), "settings")},
+    "views.compute_view": (
+        views.compute_view,
+        {"_settings": arg(st.just(views.Settings()), "settings")},
     ),
-    "explorer.verdict": (explorer.verdict, {"_table": arg(st.just(TABLE), "table")}),
-    "explorer.plot_memory_bars": (explorer.plot_memory_bars, {"_view": arg(st.just(VIEW), "view")}),
-    "explorer.plot_scaling": (explorer.plot_scaling, {"_view": arg(st.just(VIEW), "view")}),
-    "explorer.plot_comm": (explorer.plot_comm, {"_view": arg(st.just(VIEW), "view")}),
-    "explorer.comm_html": (explorer.comm_html, {"_view": arg(st.just(VIEW), "view")}),
+    "views.verdict": (views.verdict, {"_table": arg(st.just(TABLE), "table")}),
+    "views.plot_memory_bars": (views.plot_memory_bars, {"_view": arg(st.just(VIEW), "view")}),
+    "views.plot_scaling": (views.plot_scaling, {"_view": arg(st.just(VIEW), "view")}),
+    "views.plot_comm": (views.plot_comm, {"_view": arg(st.just(VIEW), "view")}),
+    "views.comm_html": (views.comm_html, {"_view": arg(st.just(VIEW), "view")}),
+    "views.advice_html": (views.advice_html, {"_view": arg(st.just(VIEW), "view")}),
     "svg.bar_chart": (
         svg.bar_chart,
         {
@@ -509,7 +616,7 @@ SPECS = {
             "_recipe": arg(RECIPE, "recipe"),
             "params": arg(PARAMS),
             "gpus": arg(GPUS),
-            "memory": arg(MEMORY),
+            "gpu_memory": arg(MEMORY),
         },
     ),
     "symbolic.stage_derivation": (symbolic.stage_derivation, {"stage": arg(STAGE), "recipe": arg(RECIPE)}),
@@ -541,12 +648,13 @@ SPECS = {
     ),
     "plots.plot_stage_bars": (
         plots.plot_stage_bars,
-        {"params": arg(PARAMS), "gpus": arg(GPUS), "budget": arg(MEMORY)},
+        {"params": arg(PARAMS), "gpus": arg(GPUS), "gpu_memory": arg(MEMORY)},
     ),
     "plots.plot_scaling": (
         plots.plot_scaling,
         {"params": arg(PARAMS), "max_gpus": arg(st.integers(1, 64)), "unit": arg(UNIT)},
     ),
+    "plots.draw": (plots.draw, {"chart": arg(st.just(figures.stage_bars(TABLE)))}),
     "plots.plot_step_times": (
         plots.plot_step_times,
         {
@@ -632,13 +740,16 @@ def test_every_public_function_is_fuzzed():
 
     modules = [
         activations,
+        figures,
+        html,
+        inputs,
         advice,
         checks,
         communication,
         ds_config,
         ds_estimator,
         exercises,
-        explorer,
+        views,
         memory,
         offload,
         plots,
@@ -668,8 +779,12 @@ def test_every_public_function_is_fuzzed():
         "advice.Advice",
         "exercises.Exercise",
         "exercises.Feedback",
-        "explorer.CommRow",
-        "explorer.View",
+        "views.View",
+        "communication.StepTraffic",
+        "offload.Plan",
+        "table.FitTable",
+        "figures.Chart",
+        "inputs.Field",  # every instance, the FIELDS table, is fuzzed above
         "symbolic.Step",
         "symbolic.Derivation",
         "simulate.Rank",

@@ -18,9 +18,9 @@ import pytest
 
 from guard import one_line_naming, run_cli
 from zero_lessons import checks, memory, recipes, units
-from zero_lessons.advice import advise
+from zero_lessons.planning.advice import advise
+from zero_lessons.present.table import stage_table
 from zero_lessons.stages import Stage
-from zero_lessons.table import stage_table
 
 CASES = 1200
 BAD = object()  #: the expected value of a part the CLI must refuse
@@ -238,7 +238,7 @@ def agrees_with_the_api(argv: list[str], values: dict, out: str) -> None:
         )
         assert (json.loads(out) == table.to_dict()) if "--json" in values else out == table.to_text() + "\n"
     elif command == "fit":
-        largest = [memory.max_params(values["--memory"], values["--gpus"], s, recipe_) for s in Stage]
+        largest = [memory.max_params(values["--gpus"], values["--memory"], s, recipe_) for s in Stage]
         if "--json" in values:
             assert [row["max_params"] for row in json.loads(out)["stages"]] == largest
         else:

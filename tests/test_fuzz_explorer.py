@@ -13,8 +13,8 @@ import random
 from html import escape
 
 from guard import deadline
-from zero_lessons import explorer
-from zero_lessons.widgets import Explorer
+from zero_lessons.explorer import Explorer
+from zero_lessons.explorer import views as explorer
 
 CHANGES = 1000
 MARKUP = [
@@ -59,7 +59,7 @@ HOSTILE = [
 TEXTS = {
     "params_text": ["7.5B", "13B", "175 billion", "70M", "1T", "1", "1_000_000", "1e15", "999999999999999"],
     "gpus_text": ["1", "8", "64", "4096", "1000000"],
-    "budget": ["80GB", "80 GiB", "16GB", "1 TB", "1 B", "1e18 B", "0.5 GB", "24gib"],
+    "gpu_memory": ["80GB", "80 GiB", "16GB", "1 TB", "1 B", "1e18 B", "0.5 GB", "24gib"],
     "bandwidth": ["100 Gb/s", "25 GB/s", "900GB/s", "1 b/s", "1000 TB/s", "0.001 Gb/s"],
 }
 CUSTOM = ["2", "0.5", "1/3", "12", "0", "1024", "1e-9", "3/7"]
@@ -77,7 +77,7 @@ def pure_views(settings: explorer.Settings) -> dict[str, str]:
         "scaling": explorer.plot_scaling(view),
         "comm_chart": explorer.plot_comm(view),
         "comm_table": explorer.comm_html(view),
-        "advice": view.advice.to_html(),
+        "advice": explorer.advice_html(view),
     }
 
 

@@ -115,7 +115,8 @@ def lab_run(tmp_path_factory):
         os.environ["GLOO_SOCKET_IFNAME"] = interface
     try:
         with _recording_sockets() as sockets:
-            results, seconds = lab.run((1, 2, 4))
+            # The step timelines ride along in the same ranks; tests/test_lab_timeline.py reuses them.
+            results, seconds = lab.run((1, 2, 4), steps=tuple(lab.STEP_NAMES))
     finally:
         os.environ.pop("GLOO_SOCKET_IFNAME", None)
         if before is not None:

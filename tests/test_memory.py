@@ -51,10 +51,10 @@ def test_cluster_total_and_saving():
 
 
 def test_max_params_on_80_gb_cards():
-    assert max_params("80GB", 1, 0) == 5 * 10**9
-    assert max_params(80 * GB, 8, 3) == 40 * 10**9
-    assert max_params(80 * GB, 8, 1) == 80 * GB * 8 // (4 * 8 + 12)
-    assert max_params(80 * GB, 8, 1, recipes.custom(0, 0, 0)) is None
+    assert max_params(1, "80GB", 0) == 5 * 10**9
+    assert max_params(8, 80 * GB, 3) == 40 * 10**9
+    assert max_params(8, 80 * GB, 1) == 80 * GB * 8 // (4 * 8 + 12)
+    assert max_params(8, 80 * GB, 1, recipes.custom(0, 0, 0)) is None
 
 
 def test_min_gpus_matches_a_search():

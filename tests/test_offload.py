@@ -4,8 +4,9 @@ from fractions import Fraction
 
 import pytest
 
-from zero_lessons import GB, offload
+from zero_lessons import GB
 from zero_lessons.memory import per_gpu
+from zero_lessons.planning import offload
 
 PSI = 7_500_000_000
 

@@ -4,8 +4,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from zero_lessons import plots  # noqa: E402
-from zero_lessons.stages import Stage  # noqa: E402
+from zero_lessons.present import plots
+from zero_lessons.stages import Stage
 
 
 def test_partitioning_figure_has_a_panel_per_stage():
@@ -17,7 +17,7 @@ def test_partitioning_figure_has_a_panel_per_stage():
 
 
 def test_stage_bars_heights_add_to_the_table():
-    fig = plots.plot_stage_bars(7_500_000_000, 8, budget="32GB")
+    fig = plots.plot_stage_bars(7_500_000_000, 8, gpu_memory="32GB")
     ax = fig.axes[0]
     totals = [sum(p.get_height() for p in ax.patches[i::4]) for i in range(4)]
     assert totals == [120, 41.25, 28.125, 15]

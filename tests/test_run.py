@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import need
-from zero_lessons import ds_config
-from zero_lessons.advice import advise
+from zero_lessons.planning import ds_config
+from zero_lessons.planning.advice import advise
 from zero_lessons.run import RunError, launch, launcher
 
 for _module in ("torch", "deepspeed"):  # found, not imported: only the ranks need them

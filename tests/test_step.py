@@ -7,8 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zero_lessons import activations, memory
-from zero_lessons.planning import DDP, FSDP2, DeepSpeed, Paper, layered_model, timeline, transformer_model
+from zero_lessons import memory
+from zero_lessons.planning import (
+    DDP,
+    FSDP2,
+    DeepSpeed,
+    Paper,
+    activations,
+    layered_model,
+    timeline,
+    transformer_model,
+)
 from zero_lessons.planning.step import Layer, Model
 from zero_lessons.planning.step_parts import KINDS
 from zero_lessons.planning.step_zero3 import replay
@@ -101,14 +110,22 @@ def test_zero3_trace_with_reuse_distance(reuse, gathered):
 
 
 def test_zero3_trace_with_prefetch():
-    # prefetch_bucket_size 15: after layer 1 it fetches layer 2 (20 ≥ 15 stops it); after layer 2, layer 3;
-    # after layer 3 it passes layer 3's backward entry (already gathered, free) and fetches layer 2 for
-    # backward; at layer 3's backward it prefetches layer 1.
+    # prefetch_bucket_size 15. The root module runs first and prefetches layers 1 and 2 in one all-gather
+    # (10 < 15, then 30 ≥ 15 stops it). Layer 1 waits on it, which copies out both, and prefetches layer 3.
+    # Layer 2 passes the backward entries of layers 3 and 2 (gathered already: kept, as the prefetcher passed
+    # their later use) and prefetches layer 1 again for backward; nothing more is fetched after that.
     steps, _ = replay(
         TINY, DeepSpeed(stage=3, prefetch_bucket_size=15, max_reuse_distance=0, param_persistence_threshold=0)
     )
-    assert [s.own + s.prefetched + s.kept for s in steps] == [30, 50, 50, 60, 30, 10]
-    assert [s.prefetched for s in steps] == [20, 30, 20, 30, 10, 0]
+    assert [s.own + s.prefetched + s.kept for s in steps] == [60, 60, 60, 60, 30, 10]
+    assert [s.prefetched for s in steps] == [50, 40, 10, 10, 10, 0]
+    # Prefetched tensors stay in their all-gather buffer until a module waits on them: layer 3 until its
+    # forward, layer 1's second fetch until its backward.
+    assert [s.in_flight for s in steps] == [30, 40, 10, 10, 10, 0]
+    # Buffers at each step's highest point. Layer 1: the root's (30, its layer 2 not yet used) and layer 3's
+    # (30). Layer 2: as it starts, the root's buffer is still alive beside layer 3's. Layer 3: layer 3's,
+    # while it is copied out, and layer 1's (10), alive until layer 1's backward.
+    assert [s.flat for s in steps] == [60, 60, 40, 10, 10, 10]
 
 
 def test_zero3_max_live_parameters_only_stops_the_prefetcher():
@@ -154,7 +171,7 @@ def test_fsdp2_small_case_by_hand():
         420 + 60 + 40 + 60 + 6,
         420 + 40 + 20 + 40 + 30 + 60 + 3,
         420 + 20 + 20 + 50 + 40 + 1,
-        420 + 60 + 20,
+        420 + 50 + 20 + 20 + 40,  # layer 1's input needs no gradient: gathered and reduced only at the end
         480,
         480 + 120,
         480,
@@ -178,6 +195,30 @@ def test_zero3_optimizer_casts_one_sub_group_at_a_time(sub_group, largest):
     # the largest group twice: flattened in bf16 (2 B) and cast to fp32 (4 B).
     t = timeline(TINY, DeepSpeed(stage=3, sub_group_size=sub_group, param_persistence_threshold=0), 2)
     assert t.phase("optimizer step").total - t.phase("before optimizer step").total == largest * (2 + 4)
+
+
+def test_zero12_step_takes_the_gradient_norm_in_fp64_first():
+    # DeepSpeed's get_grad_norm_direct copies each gradient piece of the partition to fp64 before the step
+    # flattens and casts the partition. PAIR (Ψ = 16) on 4 ranks: partitions of 4 elements, the largest piece
+    # 4, so 8·4 = 32 B beats the flat bf16 and fp32 copies, 2·4 + 4·4 = 24 B. On 2 ranks the pieces can reach
+    # 6 elements: 8·6 = 48 B, no more than 2·8 + 4·8 = 48 B, so the copies stand.
+    steps = {n: timeline(PAIR, DeepSpeed(stage=2), n) for n in (2, 4)}
+    rises = {
+        n: t.phase("optimizer step").total - t.phase("before optimizer step").total for n, t in steps.items()
+    }
+    assert rises == {2: 48, 4: 32}
+    assert steps[4].phase("optimizer step").bytes_of("fp32 gradients") == 0
+
+
+def test_zero3_flattens_each_full_bucket_to_reduce_it():
+    # reduce_scatter_coalesced copies a bucket's gradients into one flat tensor, unless the bucket is one
+    # tensor that N divides. TINY on 4 ranks, buckets of 25: 30 waits alone and is flushed (copied: 30 is not
+    # a multiple of 4) when 20 arrives in layer 2's backward; 20 is flushed uncopied in layer 1's; the last
+    # bucket, 10, is copied as backward ends.
+    t = timeline(TINY, DeepSpeed(stage=3, reduce_bucket_size=25, param_persistence_threshold=0), 4)
+    phases = ("backward layer 3", "backward layer 2", "backward layer 1", "gradient reduction")
+    kept = 25 * 2  # the bucket stage 3 keeps from start-up
+    assert [t.phase(p).bytes_of("gradient buckets") - kept for p in phases] == [0, 30 * 2, 0, 10 * 2]
 
 
 def test_zero3_bucket_without_contiguous_gradients():
@@ -277,15 +318,23 @@ def test_stage3_can_peak_above_stage2():
         activations.Transformer(layers=24, hidden=1024, heads=16, seq_len=1024, micro_batch=1)
     )
     z2, z3 = (timeline(model, DeepSpeed(stage=s), 2) for s in (2, 3))
-    assert z2.peak.name == z3.peak.name == "backward block 24"
-    assert z3.peak.total - z2.peak.total == 2 * model.params > 0
+    assert z2.peak.name == "backward block 24"
+    assert z3.phase("backward block 24").total - z2.peak.total == 2 * model.params > 0
+    # Stage 3 peaks a little earlier, at the last block's forward: what it prefetched for backward is held
+    # twice there, copied out and in the all-gather buffer that brought it, with no fresh gradient yet.
+    flat = sum(p.nbytes for p in z3.peak.parts if p.reason.startswith("all-gather outputs"))
+    assert z3.peak.name == "forward block 24"
+    fresh = z2.peak.bytes_of("unreduced gradients")
+    assert z3.peak.total - z3.phase("backward block 24").total == flat - fresh
     # Stage 3's gradient buffer exists from start-up, stage 2's only from its first bucket reduction, so at N
     # = 2 the pieces save nothing here: every gathered byte is a byte above stage 2. Without reuse or
     # prefetching, the last block's backward holds only that block's partitioned tensors (those over 100,000
-    # elements), and the small tensors every rank keeps whole beside their pieces.
+    # elements), twice while they are copied out of their all-gather buffer, and the small tensors every rank
+    # keeps whole beside their pieces.
     lean = timeline(model, DeepSpeed(stage=3, max_reuse_distance=0, prefetch_bucket_size=0), 2)
     last = lean.phase("backward block 24")
-    assert last.bytes_of("gathered parameters") == 2 * sum(n for n in model.layers[-1].tensors if n > 100_000)
+    partitioned = sum(n for n in model.layers[-1].tensors if n > 100_000)
+    assert last.bytes_of("gathered parameters") == 2 * 2 * partitioned
     small = sum(n for layer in model.layers for n in layer.tensors if n <= 100_000)
     assert (
         last.total - z2.phase("backward block 24").total == last.bytes_of("gathered parameters") + 2 * small
@@ -445,7 +494,20 @@ def test_parts_never_negative_and_peak_is_the_highest_phase(model, fw, gpus, che
     st.sampled_from(["prefetch_bucket_size", "max_live_parameters", "max_reuse_distance"]),
     st.integers(0, 400),
 )
-def test_zero3_knobs_never_lower_the_peak_when_raised(model, kw, gpus, knob, more):
-    low = timeline(model, DeepSpeed(stage=3, **kw), gpus).peak.total
-    high = timeline(model, DeepSpeed(stage=3, **(kw | {knob: kw[knob] + more})), gpus).peak.total
-    assert high >= low
+def test_zero3_knobs_never_lower_the_most_weights_gathered(model, kw, gpus, knob, more):
+    # These knobs buy speed with memory: raising one never lowers the most elements gathered at once.
+    low, _ = replay(model, DeepSpeed(stage=3, **kw))
+    high, _ = replay(model, DeepSpeed(stage=3, **(kw | {knob: kw[knob] + more})))
+    assert max(s.own + s.prefetched + s.kept for s in high) >= max(s.own + s.prefetched + s.kept for s in low)
+
+
+def test_zero3_keeping_a_weight_can_lower_the_peak():
+    # The peak itself can drop: every gather holds its weights twice for a moment (in the all-gather buffer
+    # and copied out), so a weight kept from forward costs less in backward than one gathered again. One
+    # tensor of 1 element on 2 ranks: prefetching 1 element passes its backward use, so it is kept.
+    model = layered_model([(1,)], [0])
+    kw = {"max_live_parameters": 2, "max_reuse_distance": 0, "param_persistence_threshold": 0}
+    again, kept = (timeline(model, DeepSpeed(stage=3, prefetch_bucket_size=p, **kw), 2) for p in (0, 1))
+    assert again.phase("backward layer 1").bytes_of("gathered parameters") == 2 * 2
+    assert kept.phase("backward layer 1").bytes_of("gathered parameters") == 2
+    assert kept.peak.total < again.peak.total

@@ -46,9 +46,9 @@ def test_symbolic_and_numeric_agree_on_random_inputs():
         assert symbolic.evaluate(symbolic.comm_expr(stage, ring=True), r, params=psi, gpus=n) == \
             communication.volume_elements(psi, n, stage, ring=True)
         if r.total_bytes:
-            largest = symbolic.evaluate(symbolic.max_params_expr(stage, r), r, gpus=n, memory=budget)
-            assert int(largest) == memory.max_params(budget, n, stage, r)
+            largest = symbolic.evaluate(symbolic.max_params_expr(stage, r), r, gpus=n, gpu_memory=budget)
+            assert int(largest) == memory.max_params(n, budget, stage, r)
         numeric = memory.min_gpus(psi % 10**11 + 1, budget, stage, r)
         if stage and numeric is not None and numeric > 1:
-            edge = symbolic.evaluate(symbolic.min_gpus_expr(stage, r), r, params=psi % 10**11 + 1, memory=budget)
+            edge = symbolic.evaluate(symbolic.min_gpus_expr(stage, r), r, params=psi % 10**11 + 1, gpu_memory=budget)
             assert -(-edge.numerator // edge.denominator) == numeric

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from zero_lessons import GB, GiB, ds_estimator, offload, workshop
-from zero_lessons.activations import RECOMPUTE, Transformer, activation_bytes
+from zero_lessons import GB, GiB, workshop
 from zero_lessons.communication import multiple, volume_elements
 from zero_lessons.memory import min_gpus, per_gpu
+from zero_lessons.planning import ds_estimator, offload
+from zero_lessons.planning.activations import RECOMPUTE, Transformer, activation_bytes
 from zero_lessons.recipes import MEGATRON_18, custom
 from zero_lessons.stages import Stage
 from zero_lessons.workshop import QUESTIONS, answer_key, check, sheet

@@ -210,9 +210,3 @@ def choice(name: str, value: object, choices) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(choices)}, got {shown(value)}")
     return value
-
-
-def tidy(value: Fraction) -> int | Fraction:
-    """Return an integral Fraction as int, so reprs read 16 rather than Fraction(16, 1)."""
-    value = exact("value", value, digits=None)
-    return value.numerator if value.denominator == 1 else value

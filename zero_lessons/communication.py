@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from . import checks, units
-from .stages import Stage, as_stage
+from .inputs import Setup
+from .stages import Stage, StageLike, as_stage
 
 #: Elements each GPU sends per element of the tensor, by the paper's count: an all-reduce is a
 #: reduce-scatter plus an all-gather, so 2; a reduce to one rank costs that rank's share of a reduce-scatter.
@@ -58,7 +59,7 @@ _PLANS: dict[Stage, tuple[Collective, ...]] = {
 }
 
 
-def collectives(stage: Stage | int | str) -> tuple[Collective, ...]:
+def collectives(stage: StageLike) -> tuple[Collective, ...]:
     """The collectives `stage` runs in one training step, in order."""
     return _PLANS[as_stage(stage)]
 
@@ -69,17 +70,24 @@ def ring_factor(gpus: int) -> Fraction:
     return Fraction(gpus - 1, gpus)
 
 
-def volume_elements(params: int, gpus: int, stage: Stage | int | str, *, ring: bool = False,
-                    micro_batches: int = 1) -> Fraction:
+def elements_sent(setup: Setup, stage: Stage, *, ring: bool = False, micro_batches: int = 1) -> Fraction:
     """Elements one GPU sends per step: 2Ψ for stages 0-2, 3Ψ for stage 3 (times (N−1)/N if `ring`).
 
     With gradient accumulation over `micro_batches`, collectives that must run for every
     micro-batch repeat, while data parallelism and stage 1 still communicate once per step.
     """
-    params, factor = checks.params(params), ring_factor(gpus) if checks.flag("ring", ring) else Fraction(1)
+    checks.instance("setup", setup, Setup, "an inputs.Setup")
+    factor = Fraction(setup.gpus - 1, setup.gpus) if ring else Fraction(1)
+    multiple = sum(c.multiple * (micro_batches if c.per_micro_batch else 1) for c in collectives(stage))
+    return multiple * setup.params * factor
+
+
+def volume_elements(params: int, gpus: int, stage: StageLike, *, ring: bool = False,
+                    micro_batches: int = 1) -> Fraction:
+    """Elements one GPU sends per step, by the paper's count (see `elements_sent`), from plain numbers."""
+    setup, stage, ring = Setup(params, gpus), as_stage(stage), checks.flag("ring", ring)
     repeats = checks.whole("micro_batches", micro_batches, high=10**6)
-    multiple = sum(c.multiple * (repeats if c.per_micro_batch else 1) for c in collectives(stage))
-    return multiple * params * factor
+    return elements_sent(setup, stage, ring=ring, micro_batches=repeats)
 
 
 def dtype_bytes(dtype: str | int) -> int:
@@ -91,19 +99,39 @@ def dtype_bytes(dtype: str | int) -> int:
     return checks.whole("dtype bytes", dtype, low=1, high=8)
 
 
-def volume_bytes(params: int, gpus: int, stage: Stage | int | str, dtype: str | int = "fp16",
+def volume_bytes(params: int, gpus: int, stage: StageLike, dtype: str | int = "fp16",
                  *, ring: bool = False) -> Fraction:
     """Bytes one GPU sends per step when each element travels as `dtype`."""
     return volume_elements(params, gpus, stage, ring=ring) * dtype_bytes(dtype)
 
 
-def step_time(params: int, gpus: int, stage: Stage | int | str, bandwidth, dtype: str | int = "fp16",
+def step_time(params: int, gpus: int, stage: StageLike, bandwidth, dtype: str | int = "fp16",
               *, ring: bool = False) -> Fraction:
     """Seconds per step spent sending, at `bandwidth` bytes/s per GPU ("100 Gb/s" is read too), with no overlap."""
     rate = units.as_rate("bandwidth", bandwidth)
     return volume_bytes(params, gpus, stage, dtype, ring=ring) / rate
 
 
-def relative_to_dp(stage: Stage | int | str) -> Fraction:
+@dataclass(frozen=True)
+class StepTraffic:
+    """One stage's traffic per GPU and step, and the time it takes at one bandwidth with no overlap."""
+
+    stage: Stage  #: which stage
+    elements: Fraction  #: elements sent
+    nbytes: Fraction  #: bytes sent, in the chosen dtype
+    seconds: Fraction  #: time at the chosen bandwidth
+
+
+def traffic(setup: Setup, stage: Stage, dtype: str, bandwidth: Fraction, *, ring: bool = True) -> StepTraffic:
+    """Elements, bytes and seconds one GPU spends sending in a step, for a checked setup and bandwidth."""
+    checks.instance("bandwidth", bandwidth, (int, Fraction), "bytes per second as an int or Fraction")
+    if bandwidth <= 0:
+        raise ValueError(f"bandwidth must be a number > 0, got {checks.shown(bandwidth)}")
+    elements = elements_sent(setup, stage, ring=ring)
+    nbytes = elements * dtype_bytes(dtype)
+    return StepTraffic(stage, elements, nbytes, nbytes / bandwidth)
+
+
+def relative_to_dp(stage: StageLike) -> Fraction:
     """Volume of `stage` over plain data parallel's: 1 for stages 1-2, 3/2 for stage 3."""
     return Fraction(sum(c.multiple for c in collectives(stage)), sum(c.multiple for c in collectives(Stage.DP)))

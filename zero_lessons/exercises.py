@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import checks, communication, memory, offload, units
-from .advice import advise
-from .recipes import MEGATRON_18, MIXED_ADAM, STATES, Recipe, custom
-from .stages import Stage, as_stage
+from . import checks, communication, memory, units
+from .planning import offload
+from .planning.advice import advise
+from .recipes import MEGATRON_18, MIXED_ADAM, Recipe, custom
+from .stages import STATES, Stage, as_stage
 
 #: What each typical mistake means, by key.
 MISTAKES = {
@@ -84,8 +85,8 @@ def _memory_exercise(id: str, params: int, gpus: int, stage: int, unit: str, rec
     return Exercise(id, prompt, unit, show(total), working, tuple(traps))
 
 
-def _catalogue() -> dict[str, Exercise]:
-    """Every exercise, from single calculations to design questions."""
+def _calculations() -> list[Exercise]:
+    """Single calculations: memory per GPU under each stage, traffic per step, the ZeRO-2 ceiling."""
     psi = 7_500_000_000
     ex = [_memory_exercise("article-zero1", psi, 8, 1, "GB"),
           _memory_exercise("zero2-13b-16", 13 * 10**9, 16, 2, "GB"),
@@ -107,13 +108,19 @@ def _catalogue() -> dict[str, Exercise]:
                        "per GPU does ZeRO-2 need than data parallelism?", "x", whole / MIXED_ADAM.weight_bytes,
                        "ZeRO-2 keeps the fp16 weights whole: 2Ψ + 14Ψ/N tends to 2Ψ, and 16Ψ / 2Ψ = 8.",
                        (("stage-confused", whole / (MIXED_ADAM.weight_bytes + MIXED_ADAM.grad_bytes)),)))
+    return ex
+
+
+def _design() -> list[Exercise]:
+    """Design questions: the largest model, the fewest GPUs, which stage, offload's host and link costs."""
+    psi, ex = 7_500_000_000, []
     card = units.parse_size("80GB")
     ex.append(Exercise("largest-zero3-8x80", "On 8 GPUs with 80 GB each, what is the largest model (in parameters) whose "
-                       "model state fits under ZeRO-3?", "params", Fraction(memory.max_params(card, 8, 3)),
+                       "model state fits under ZeRO-3?", "params", Fraction(memory.max_params(8, card, 3)),
                        "(4 + K)Ψ/N ≤ 80 GB with K = 12 and N = 8 gives Ψ ≤ 80 GB × 8 / 16 = 40,000,000,000.",
-                       (("gib-for-gb", Fraction(memory.max_params(units.parse_size("80GiB"), 8, 3))),
-                        ("forgot-gradients", Fraction(memory.max_params(card, 8, 3, custom(2, 0, 12)))),
-                        ("stage-confused", Fraction(memory.max_params(card, 8, 2))))))
+                       (("gib-for-gb", Fraction(memory.max_params(8, units.parse_size("80GiB"), 3))),
+                        ("forgot-gradients", Fraction(memory.max_params(8, card, 3, custom(2, 0, 12)))),
+                        ("stage-confused", Fraction(memory.max_params(8, card, 2))))))
     ex.append(Exercise("fewest-gpus-70b", "A 70B model on 80 GB GPUs under ZeRO-3: how many GPUs at least, for model "
                        "state alone?", "GPUs", Fraction(memory.min_gpus(70 * 10**9, card, 3)),
                        "16 × 70 × 10**9 bytes / 80 GB = 14 GPUs.",
@@ -135,7 +142,12 @@ def _catalogue() -> dict[str, Exercise]:
                        "updated fp16 weight shard back over a 25 GB/s link. How many seconds per step is that?", "seconds",
                        link, "(2 + 2) bytes × Ψ/8 = 3.75 GB, and 3.75 GB / 25 GB/s = 0.15 s.",
                        (("node-not-per-gpu", link * 8), ("one-direction", link / 2))))
-    return {e.id: e for e in ex}
+    return ex
+
+
+def _catalogue() -> dict[str, Exercise]:
+    """Every exercise, from single calculations to design questions."""
+    return {e.id: e for e in (*_calculations(), *_design())}
 
 
 EXERCISES = _catalogue()

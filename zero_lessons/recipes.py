@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import checks
-
-#: The three kinds of training state, in the order the ZeRO stages partition them.
-STATES = ("optimizer", "gradients", "weights")
+from . import checks, units
+from .stages import STATES
 
 Bytes = int | Fraction  # bytes per parameter; a Fraction for 4-bit or other odd widths
 
@@ -25,7 +23,7 @@ class Part:
         checks.instance("label", self.label, str, "text such as 'fp16 weights'")
         checks.choice("state", self.state, STATES)
         nbytes = checks.bytes_per_param(f"{self.label} bytes", self.nbytes)
-        object.__setattr__(self, "nbytes", checks.tidy(nbytes))
+        object.__setattr__(self, "nbytes", units.tidy(nbytes))
 
 
 @dataclass(frozen=True)
@@ -48,8 +46,8 @@ class Recipe:
         for state, total in by_state.items():  # many small parts must not add up past the bound either
             checks.bytes_per_param(f"{state} bytes", total)
         # Kept, not recomputed: the explorer asks for these on every redraw.
-        object.__setattr__(self, "_by_state", {s: checks.tidy(total) for s, total in by_state.items()})
-        object.__setattr__(self, "_total", checks.tidy(sum(by_state.values(), Fraction(0))))
+        object.__setattr__(self, "_by_state", {s: units.tidy(total) for s, total in by_state.items()})
+        object.__setattr__(self, "_total", units.tidy(sum(by_state.values(), Fraction(0))))
 
     def bytes_for(self, state: str) -> Bytes:
         """Bytes per parameter that `state` costs."""
@@ -77,13 +75,18 @@ class Recipe:
 
     def summary(self) -> str:
         """One line such as "mixed-adam: 2 + 2 + 12 = 16 B/param"."""
-        return f"{self.name}: {self.weight_bytes} + {self.grad_bytes} + {self.optimizer_bytes} = {self.total_bytes} B/param"
+        return (f"{self.name}: {self.weight_bytes} + {self.grad_bytes} + {self.optimizer_bytes} "
+                f"= {self.total_bytes} B/param")
+
+
+#: What the model's functions accept as a recipe: a Recipe, or a preset's name such as "mixed-adam".
+RecipeLike = Recipe | str
 
 
 def custom(weight_bytes, grad_bytes, optimizer_bytes, name: str = "custom") -> Recipe:
     """A recipe from three byte counts; each must be a finite number from 0 to 1,024."""
     values = {"weight_bytes": weight_bytes, "grad_bytes": grad_bytes, "optimizer_bytes": optimizer_bytes}
-    exact = {key: checks.tidy(checks.bytes_per_param(key, value)) for key, value in values.items()}
+    exact = {key: units.tidy(checks.bytes_per_param(key, value)) for key, value in values.items()}
     return Recipe(name, (Part("weights", "weights", exact["weight_bytes"]),
                          Part("gradients", "gradients", exact["grad_bytes"]),
                          Part("optimizer state", "optimizer", exact["optimizer_bytes"])),
@@ -126,7 +129,7 @@ PRESETS: dict[str, Recipe] = {r.name: r for r in
                               (MIXED_ADAM, MEGATRON_18, INFINITY_20, FP32_ADAM, MIXED_ADAM_8BIT, MIXED_SGD)}
 
 
-def get(name: str | Recipe) -> Recipe:
+def get(name: RecipeLike) -> Recipe:
     """The preset called `name` (a Recipe passes through unchanged)."""
     if isinstance(name, Recipe):
         return name

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import checks
-from .recipes import MIXED_ADAM, Recipe, get
-from .stages import Stage, as_stage
+from . import checks, memory
+from .recipes import MIXED_ADAM, RecipeLike, get
+from .stages import StageLike, as_stage
 
 #: numpy dtype for each byte width a part may have.
 _DTYPES = {1: np.int8, 2: np.float16, 4: np.float32, 8: np.float64}
@@ -61,14 +61,14 @@ def shard(flat: np.ndarray, gpus: int, rank: int) -> np.ndarray:
     if flat.ndim != 1 or flat.size > MAX_ELEMENTS:
         raise ValueError(f"flat must be a 1-D array of at most {MAX_ELEMENTS:,} elements, "
                          f"got shape {flat.shape}")
-    size = -(-flat.size // gpus)
+    size = memory.ceil_div(flat.size, gpus)
     padded = np.zeros(size * gpus, dtype=flat.dtype)
     padded[: flat.size] = flat
     return padded[rank * size: (rank + 1) * size].copy()
 
 
-def split_model(shapes: tuple[tuple[int, ...], ...], gpus: int, stage: Stage | int | str,
-                recipe: Recipe | str = MIXED_ADAM, seed: int = 0) -> list[Rank]:
+def split_model(shapes: tuple[tuple[int, ...], ...], gpus: int, stage: StageLike,
+                recipe: RecipeLike = MIXED_ADAM, seed: int = 0) -> list[Rank]:
     """Build every rank's arrays: a full copy of replicated parts, a flat shard of partitioned ones."""
     gpus, stage, recipe = checks.whole("gpus", gpus, high=MAX_RANKS), as_stage(stage), get(recipe)
     params = count_params(shapes)

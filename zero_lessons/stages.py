@@ -6,7 +6,9 @@ import numbers
 from enum import IntEnum
 
 from . import checks
-from .recipes import STATES
+
+#: The three kinds of training state, in the order the ZeRO stages partition them: stage k splits the first k.
+STATES = ("optimizer", "gradients", "weights")
 
 
 class Stage(IntEnum):
@@ -37,10 +39,13 @@ class Stage(IntEnum):
         return ("baseline", "P_os", "P_os+g", "P_os+g+p")[int(self)]
 
 
+#: What the model's functions accept as a stage: a Stage, 0-3, or a name such as "ZeRO-2" or "dp".
+StageLike = Stage | int | str
+
 _ALIASES = {"dp": 0, "ddp": 0, "data parallel": 0, "baseline": 0}
 
 
-def as_stage(value: object) -> Stage:
+def as_stage(value: StageLike) -> Stage:
     """Read 0-3, "ZeRO-2", "z2", "dp" and the like as a Stage."""
     if isinstance(value, Stage):
         return value

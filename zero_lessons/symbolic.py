@@ -14,18 +14,18 @@ from functools import lru_cache
 import sympy as sp
 
 from . import checks, communication, units
-from .recipes import STATES, Recipe, get
-from .stages import Stage, as_stage
+from .recipes import Recipe, RecipeLike, get
+from .stages import STATES, Stage, StageLike, as_stage
 
 Psi = sp.Symbol("Psi", positive=True)  #: Ψ, the number of parameters
 N_d = sp.Symbol("N_d", positive=True, integer=True)  #: N_d, the data-parallel degree
-M = sp.Symbol("M", positive=True)  #: per-GPU memory budget in bytes
+M = sp.Symbol("M", positive=True)  #: memory per GPU in bytes (`gpu_memory`)
 #: Bytes per parameter for each state: b_w (weights), b_g (gradients), K (optimizer).
 BYTES = {"weights": sp.Symbol("b_w", nonnegative=True), "gradients": sp.Symbol("b_g", nonnegative=True),
          "optimizer": sp.Symbol("K", nonnegative=True)}
 
 
-def numbers(recipe: Recipe | str) -> dict[sp.Symbol, sp.Rational]:
+def numbers(recipe: RecipeLike) -> dict[sp.Symbol, sp.Rational]:
     """The substitution that turns b_w, b_g and K into `recipe`'s numbers."""
     recipe = get(recipe)
     return {BYTES[s]: _rational(recipe.bytes_for(s)) for s in STATES}
@@ -37,7 +37,7 @@ def _rational(value: Fraction | int) -> sp.Rational:
     return sp.Rational(value.numerator, value.denominator)
 
 
-def per_gpu_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
+def per_gpu_expr(stage: StageLike, recipe: RecipeLike | None = None) -> sp.Expr:
     """Per-GPU model-state bytes: replicated states times Ψ, partitioned ones times Ψ/N_d."""
     stage = as_stage(stage)
     expr = sum(BYTES[s] * Psi / (N_d if stage.partitions(s) else 1) for s in STATES)
@@ -49,17 +49,17 @@ def _checked(stage, recipe) -> tuple[Stage, Recipe | None]:
     return as_stage(stage), None if recipe is None else get(recipe)
 
 
-def limit_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
+def limit_expr(stage: StageLike, recipe: RecipeLike | None = None) -> sp.Expr:
     """Per-GPU bytes as N_d → ∞: what no number of GPUs can remove."""
     return _limit(*_checked(stage, recipe))
 
 
-def max_params_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
+def max_params_expr(stage: StageLike, recipe: RecipeLike | None = None) -> sp.Expr:
     """The largest Ψ that fits in M bytes per GPU, solved from per-GPU bytes = M."""
     return _max_params(*_checked(stage, recipe))
 
 
-def min_gpus_expr(stage: Stage | int | str, recipe: Recipe | str | None = None) -> sp.Expr:
+def min_gpus_expr(stage: StageLike, recipe: RecipeLike | None = None) -> sp.Expr:
     """The N_d at which per-GPU bytes equal M; round up to get the fewest GPUs that fit."""
     return _min_gpus(*_checked(stage, recipe))
 
@@ -85,7 +85,7 @@ def _min_gpus(stage: Stage, recipe: Recipe | None) -> sp.Expr:
     return sp.simplify(solution)
 
 
-def comm_expr(stage: Stage | int | str, ring: bool = False) -> sp.Expr:
+def comm_expr(stage: StageLike, ring: bool = False) -> sp.Expr:
     """Elements one GPU sends per step, in Ψ and (with `ring`) N_d."""
     total = sum(c.multiple for c in communication.collectives(stage)) * Psi
     return total * (N_d - 1) / N_d if checks.flag("ring", ring) else total
@@ -93,13 +93,13 @@ def comm_expr(stage: Stage | int | str, ring: bool = False) -> sp.Expr:
 
 #: What `evaluate` may be given a value for, and how each value is checked.
 VALUES = {"params": (Psi, checks.params), "gpus": (N_d, checks.gpus),
-          "memory": (M, lambda v: units.as_bytes("memory", v))}
+          "gpu_memory": (M, lambda v: units.as_bytes("gpu_memory", v))}
 #: Largest power `evaluate` accepts in an expression: the model's formulas use at most 1/N_d.
 MAX_POWER = 4
 
 
-def evaluate(expr: sp.Expr, recipe: Recipe | str, **values) -> Fraction:
-    """Exact value of `expr` for `recipe` and values such as params=…, gpus=…, memory=….
+def evaluate(expr: sp.Expr, recipe: RecipeLike, **values) -> Fraction:
+    """Exact value of `expr` for `recipe` and values such as params=…, gpus=…, gpu_memory=….
 
     `expr` must be a sympy expression, such as `per_gpu_expr(1)`; text is refused, never parsed,
     because sympy's parser runs Python. Its symbols must be this module's, with small powers.
@@ -118,7 +118,7 @@ def evaluate(expr: sp.Expr, recipe: Recipe | str, **values) -> Fraction:
     subs = numbers(recipe) | {VALUES[k][0]: _rational(VALUES[k][1](v)) for k, v in values.items()}
     result = expr.subs(subs)
     if not result.is_Rational:
-        raise ValueError(f"values must give params=…, gpus=… or memory=… for each of "
+        raise ValueError(f"values must give params=…, gpus=… or gpu_memory=… for each of "
                          f"{', '.join(sorted(map(str, result.free_symbols)))}")
     return Fraction(int(result.p), int(result.q))
 
@@ -152,7 +152,7 @@ class Derivation:
         return "\n".join(lines + [f"| {s.label} | ${sp.latex(s.expr)}$ |" for s in self.steps])
 
 
-def bytes_per_param(recipe: Recipe | str) -> Derivation:
+def bytes_per_param(recipe: RecipeLike) -> Derivation:
     """Add up a recipe's arrays one by one, from the first part to the total times Ψ."""
     recipe = get(recipe)
     running, steps = sp.Integer(0), []
@@ -167,7 +167,7 @@ def bytes_per_param(recipe: Recipe | str) -> Derivation:
     return Derivation(f"Bytes per parameter under {recipe.name}", tuple(steps))
 
 
-def stage_derivation(stage: Stage | int | str, recipe: Recipe | str) -> Derivation:
+def stage_derivation(stage: StageLike, recipe: RecipeLike) -> Derivation:
     """From the general per-GPU formula to `recipe`'s numbers and the N_d → ∞ limit."""
     stage = as_stage(stage)
     general = per_gpu_expr(stage)

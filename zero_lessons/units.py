@@ -1,4 +1,4 @@
-"""Byte units under their right names, and safe parsers for counts, sizes and bandwidths.
+"""Byte units under their right names, exact formatting, and safe parsers for counts, sizes and bandwidths.
 
 No parser here calls `eval` or `sympify`. Each matches one regular expression and hands the
 digits to `read_decimal`, the one number reader, which refuses more than 50 digits or an
@@ -17,6 +17,9 @@ from . import checks
 GB = 10**9
 #: One binary gibibyte, the unit DeepSpeed's estimators divide by (and call "GB").
 GiB = 2**30
+
+#: Bytes as a number, or as text such as "80GB" or "24 GiB": what every memory argument accepts.
+Size = int | float | Fraction | str
 
 #: Unit names accepted for display, with their size in bytes.
 UNITS: dict[str, int] = {"B": 1, "kB": 10**3, "KiB": 2**10, "MB": 10**6, "MiB": 2**20,
@@ -89,11 +92,6 @@ def parse_whole(text: str, *, field: str, high: int) -> int:
     return checks.whole(field, int(text), high=high)
 
 
-def parse_gpus(text: str, *, field: str = "gpus") -> int:
-    """Read a GPU count typed as digits, from 1 to a million."""
-    return parse_whole(text, field=field, high=checks.MAX_GPUS)
-
-
 def unit_size(name: str) -> int:
     """Bytes in one `name` unit: "GB" is 10**9 and "GiB" is 2**30, whatever the letter case."""
     size = _UNIT_KEYS.get(name.strip().lower()) if isinstance(name, str) else None
@@ -145,12 +143,7 @@ def read_ratio(text: str, *, field: str, forms: str = RATIO_FORMS, need: str = "
     return -value if match["sign"] == "-" else value
 
 
-def parse_bytes_per_param(text: str, *, field: str = "bytes per parameter") -> Fraction:
-    """Read bytes per parameter typed as a decimal or a fraction ("2", "0.5", "1/2"): from 0 to 1,024."""
-    return checks.bytes_per_param(field, read_ratio(text, field=field, need="a number ≥ 0"))
-
-
-def as_bytes(field: str, value, *, zero: bool = False) -> Fraction:
+def as_bytes(field: str, value: Size, *, zero: bool = False) -> Fraction:
     """A memory amount in bytes, from 1 byte (or 0, when `zero`) to 10**18: a number, or text such as "80GB"."""
     if isinstance(value, str):
         value = Fraction(0) if zero and value.strip() == "0" else parse_size(value, field=field)
@@ -162,6 +155,12 @@ def as_rate(field: str, value) -> Fraction:
     if isinstance(value, str):
         value = parse_bandwidth(value, field=field)
     return checks.bandwidth(field, value)
+
+
+def tidy(value: Fraction | int) -> int | Fraction:
+    """An integral Fraction as int, so reprs read 16 rather than Fraction(16, 1)."""
+    value = checks.exact("value", value, digits=None)
+    return value.numerator if value.denominator == 1 else value
 
 
 def in_unit(nbytes: Fraction | int, unit: str = "GB") -> Fraction:

@@ -61,21 +61,22 @@ def adam_state(optimizer) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     return [v for k, v in pairs if k != "step"], [v for k, v in pairs if k == "step"]
 
 
-def held(model: torch.nn.Module, optimizer) -> Held:
-    """Bytes this rank holds in parameters, gradients, optimizer state, and Adam step counters."""
+def groups(model: torch.nn.Module, optimizer) -> dict[str, list]:
+    """The tensors behind each field of `held`."""
     params = list(model.parameters())
     moments, steps = adam_state(optimizer)
-    return Held(
-        **by_field(
-            {
-                "weights": params,
-                "gradients": [p.grad for p in params],
-                "optimizer": moments,
-                "step_counters": steps,
-                "other": [],
-            }
-        )
-    )
+    return {
+        "weights": params,
+        "gradients": [p.grad for p in params],
+        "optimizer": moments,
+        "step_counters": steps,
+        "other": [],
+    }
+
+
+def held(model: torch.nn.Module, optimizer) -> Held:
+    """Bytes this rank holds in parameters, gradients, optimizer state, and Adam step counters."""
+    return Held(**by_field(groups(model, optimizer)))
 
 
 class CommCounter:

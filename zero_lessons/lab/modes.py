@@ -33,6 +33,7 @@ class Wrapping:
     param_dtype: str | None = (
         None  #: fully_shard: MixedPrecisionPolicy's param_dtype ("bfloat16"), None for fp32
     )
+    bucket_cap_mb: float | None = None  #: ddp: DistributedDataParallel's bucket_cap_mb, None for its default
 
     def __post_init__(self):
         if self.wrapper not in WRAPPERS:

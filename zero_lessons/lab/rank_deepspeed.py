@@ -36,12 +36,12 @@ def start() -> None:
     deepspeed.init_distributed(dist_backend="gloo")
 
 
-def build(mode: Mode, model: torch.nn.Module):
-    """The DeepSpeed engine for `mode` around `model` (fp32; DeepSpeed casts it to bf16)."""
+def build(mode: Mode, model: torch.nn.Module, config: dict | None = None):
+    """The DeepSpeed engine for `mode`, or for `config` when given, around `model` (fp32; cast to bf16)."""
     import deepspeed
 
     engine, *_ = deepspeed.initialize(
-        model=model, model_parameters=model.parameters(), config=deepspeed_config(mode)
+        model=model, model_parameters=model.parameters(), config=config or deepspeed_config(mode)
     )
     return engine
 
@@ -58,23 +58,24 @@ def _tensors(value, depth: int = 3):
             yield from _tensors(item, depth - 1)
 
 
-def held(engine) -> Held:
-    """Bytes this rank holds, by field, counting each storage once."""
+def groups(engine) -> dict[str, list]:
+    """The tensors behind each field of `held`."""
     wrapper = engine.optimizer
     moments, steps = adam_state(wrapper.optimizer)  # torch.optim.Adam over DeepSpeed's fp32 master weights
     params = list(engine.module.parameters())
     attrs = {name: list(_tensors(value)) for name, value in vars(wrapper).items()}
-    return Held(
-        **by_field(
-            {
-                "weights": params + [getattr(p, "ds_tensor", None) for p in params],
-                "gradients": [p.grad for p in params] + [t for a in GRADIENT_ATTRS for t in attrs.get(a, [])],
-                "optimizer": moments + [t for a in MASTER_ATTRS for t in attrs.get(a, [])],
-                "step_counters": steps,
-                "other": [t for tensors in attrs.values() for t in tensors],
-            }
-        )
-    )
+    return {
+        "weights": params + [getattr(p, "ds_tensor", None) for p in params],
+        "gradients": [p.grad for p in params] + [t for a in GRADIENT_ATTRS for t in attrs.get(a, [])],
+        "optimizer": moments + [t for a in MASTER_ATTRS for t in attrs.get(a, [])],
+        "step_counters": steps,
+        "other": [t for tensors in attrs.values() for t in tensors],
+    }
+
+
+def held(engine) -> Held:
+    """Bytes this rank holds, by field, counting each storage once."""
+    return Held(**by_field(groups(engine)))
 
 
 def step(engine, x: torch.Tensor, snapshot: bool = False) -> Held | None:

@@ -19,7 +19,8 @@ def wrap(mode: Mode, model: torch.nn.Module):
     """Wrap `model` as `mode.wrapping` says and return (model, optimizer): Adam at the lab model's rate."""
     wrapping = mode.wrapping
     if wrapping.wrapper in ("ddp", "zero_redundancy_optimizer"):
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        cap = {} if wrapping.bucket_cap_mb is None else {"bucket_cap_mb": wrapping.bucket_cap_mb}
+        model = torch.nn.parallel.DistributedDataParallel(model, **cap)
         model.register_comm_hook(None, CommCounter.ddp_hook)
         if wrapping.wrapper == "ddp":
             return model, torch.optim.Adam(model.parameters(), lr=MODEL.lr)

@@ -8,6 +8,7 @@ its pair sockets to the address the hostname resolves to unless GLOO_SOCKET_IFNA
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import traceback
@@ -17,9 +18,9 @@ from itertools import pairwise
 import torch
 import torch.distributed as dist
 
-from . import modes, rank_deepspeed, rank_torch
+from . import modes, rank_deepspeed, rank_torch, timeline_setup
 from .counting import CommCounter
-from .model import MODEL
+from .model import MODEL, LabModel
 from .modes import DEEPSPEED, PYTORCH, Mode
 from .results import Measured
 
@@ -57,20 +58,18 @@ def join(rank: int, world: int, port: int, extensions: str) -> None:
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
 
 
-def build_model() -> torch.nn.Module:
-    """The lab's MLP in fp32, the same on every rank (seeded), with biases."""
-    torch.manual_seed(MODEL.init_seed)
+def build_model(spec: LabModel = MODEL) -> torch.nn.Module:
+    """The lab's MLP (or `spec`'s) in fp32, the same on every rank (seeded), with biases."""
+    torch.manual_seed(spec.init_seed)
     layers: list[torch.nn.Module] = []
-    for a, b in pairwise(MODEL.widths):
+    for a, b in pairwise(spec.widths):
         layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
     return torch.nn.Sequential(*layers[:-1])
 
 
-def batch(rank: int) -> torch.Tensor:
+def batch(rank: int, spec: LabModel = MODEL) -> torch.Tensor:
     """This rank's own batch, the same in every step."""
-    return torch.randn(
-        MODEL.batch, MODEL.widths[0], generator=torch.Generator().manual_seed(MODEL.seed(rank))
-    )
+    return torch.randn(spec.batch, spec.widths[0], generator=torch.Generator().manual_seed(spec.seed(rank)))
 
 
 def measure(mode: Mode, rank: int) -> Measured:
@@ -87,16 +86,27 @@ def measure(mode: Mode, rank: int) -> Measured:
 
 def run(rank: int, world: int, port: int, keys: tuple[str, ...], results, extensions: str) -> None:
     """Entry point of one rank: join the group, measure every mode, put ("ok", (key, rank, Measured)) on
-    `results` for each, and leave cleanly; on any failure put ("error", (rank, traceback)) instead."""
+    `results` for each, and leave cleanly; on any failure put ("error", (rank, traceback)) instead.
+
+    Keys of `timeline_setup.BY_KEY` are the step's timeline, measured after the modes in the same ranks.
+    """
     torch.set_num_threads(1)
     try:
         join(rank, world, port, extensions)
-        chosen = [modes.get(key) for key in keys]
-        if any(mode.framework == DEEPSPEED for mode in chosen):
+        chosen = [modes.get(key) for key in keys if key not in timeline_setup.BY_KEY]
+        steps = [timeline_setup.BY_KEY[key] for key in keys if key in timeline_setup.BY_KEY]
+        if any(mode.framework == DEEPSPEED for mode in chosen + [s.mode for s in steps]):
             rank_deepspeed.start()
         for mode in chosen:
             results.put(("ok", (mode.key, rank, measure(mode, rank))))
             dist.barrier()
+        if steps:
+            from . import timeline  # it imports this module
+
+            gc.collect()  # tear the modes' engines down now, not inside a timeline's counter
+            for setup in steps:
+                results.put(("ok", (setup.key, rank, timeline.measure(setup, world, rank))))
+                dist.barrier()
         dist.barrier()  # gloo can abort at teardown unless every rank gets here first
         dist.destroy_process_group()
     except BaseException:

@@ -114,6 +114,8 @@ class Results:
     """A lab run's rows, sorted by mode, world size and rank, with lookups."""
 
     rows: tuple[Row, ...]  #: one per mode, world size and rank
+    #: the step timelines measured in the same ranks (`timeline_setup.Measured`), in the order asked for
+    timelines: tuple = ()
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.rows)

@@ -17,6 +17,7 @@ from . import modes as table
 from . import predict_deepspeed, predict_torch, reuse
 from .modes import MODE_NAMES, Mode
 from .results import Predicted, Results, Row
+from .timeline_setup import STEP_NAMES
 
 #: Each framework's prediction: (mode, gpus, rank) -> Predicted.
 PREDICTIONS = {table.PYTORCH: predict_torch.predict, table.DEEPSPEED: predict_deepspeed.predict}
@@ -129,13 +130,18 @@ def _spawn(world: int, keys: tuple[str, ...], timeout: float) -> list:
     return reports
 
 
-def _matrix(ranks, keys) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """The world sizes and mode keys, checked, with modes in the lab's order; or an error naming the field."""
+def _matrix(ranks, keys, steps=()) -> tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...]]:
+    """The world sizes, mode keys and timeline keys, checked, each in the lab's order; or an error naming the
+    field. Modes may be none when timelines are asked for."""
     if not isinstance(ranks, (tuple, list)) or not ranks:
         raise TypeError(
             f"ranks must be a non-empty tuple of world sizes from 1 to {MAX_RANKS}, got {checks.shown(ranks)}"
         )
-    if not isinstance(keys, (tuple, list)) or not keys:
+    if not isinstance(steps, (tuple, list)) or not all(key in STEP_NAMES for key in steps):
+        raise ValueError(
+            f"steps must be a tuple of timeline keys from {', '.join(STEP_NAMES)}, got {checks.shown(steps)}"
+        )
+    if not isinstance(keys, (tuple, list)) or not (keys or steps):
         raise TypeError(
             f"modes must be a non-empty tuple of mode keys, such as ('ddp',), got {checks.shown(keys)}"
         )
@@ -143,25 +149,31 @@ def _matrix(ranks, keys) -> tuple[tuple[int, ...], tuple[str, ...]]:
     return (
         tuple(checks.whole("ranks", world, high=MAX_RANKS) for world in ranks),
         tuple(key for key in MODE_NAMES if key in chosen),
+        tuple(key for key in STEP_NAMES if key in steps),
     )
 
 
 def run(
-    ranks: tuple[int, ...] = (1, 2, 4), modes: tuple[str, ...] = tuple(MODE_NAMES), timeout: float = 300
+    ranks: tuple[int, ...] = (1, 2, 4),
+    modes: tuple[str, ...] = tuple(MODE_NAMES),
+    timeout: float = 300,
+    steps: tuple[str, ...] = (),
 ) -> tuple[Results, float]:
     """Run every mode at every world size; return the results, sorted, and the wall time in seconds.
 
-    `timeout` bounds each world size's run; the first DeepSpeed run also compiles its extension.
-    A run that `reuse` finds (only inside the test session) is not repeated, and its wall time is returned.
+    `steps` names step timelines (`STEP_NAMES`) to measure in the same ranks, after the modes; they
+    come back in `Results.timelines`. `timeout` bounds each world size's run; the first DeepSpeed
+    run also compiles its extension. A run that `reuse` finds (only inside the test session) is not
+    repeated, and its wall time is returned; a kept run that lacks a timeline asked for is run again.
     """
-    worlds, keys = _matrix(ranks, modes)
+    worlds, keys, steps = _matrix(ranks, modes, steps)
     timeout = float(
         checks.amount("timeout", timeout, positive=True, high=(MAX_TIMEOUT, f"{MAX_TIMEOUT:,} s"))
     )
     found = reuse.load(worlds, keys)
-    if found is None:
+    if found is None or not set(steps) <= {key for _, key, _, _ in found[0]}:
         start = time.monotonic()
-        measured = [(world, *report) for world in worlds for report in _spawn(world, keys, timeout)]
+        measured = [(world, *report) for world in worlds for report in _spawn(world, keys + steps, timeout)]
         found = measured, time.monotonic() - start
         reuse.save(worlds, keys, *found)
     measured, seconds = found
@@ -169,6 +181,11 @@ def run(
     rows = [
         Row(key, world, rank, data, predict(table.get(key), world, rank))
         for world, key, rank, data in measured
+        if key in MODE_NAMES
     ]
     rows.sort(key=lambda row: (order.index(row.mode), row.gpus, row.rank))
-    return Results(tuple(rows)), seconds
+    timelines = sorted(
+        (data for _, key, _, data in measured if key in STEP_NAMES),
+        key=lambda m: (list(STEP_NAMES).index(m.key), m.gpus, m.rank),
+    )
+    return Results(tuple(rows), tuple(timelines)), seconds

@@ -1,9 +1,15 @@
-"""Planning: what a run will hold beyond the paper's table, and how to fit it.
+"""Planning: what a run holds beyond the paper's table, and how to make it fit.
 
-For now this holds the step's timeline; activations, offload, advice and the DeepSpeed
-estimator and config move here with the layout refactor.
+The parts:
+- `activations`: the activation memory no stage touches, and how recomputation shrinks it;
+- `offload`: the offload rules and their order, stated once, with the GPU, host and PCIe costs;
+- `ds_estimator`: DeepSpeed's own model-state estimator, re-derived; `ds_config`: its config for a choice;
+- `advice`: the lowest stage that fits, by the article's rules, checked against both host counts;
+- `step` (with `step_*`): what a training step holds moment by moment, per framework.
 """
 
+from .advice import Advice, advise, advise_model
 from .step import DDP, FSDP2, DeepSpeed, Model, Paper, layered_model, timeline, transformer_model
 
-__all__ = ["DDP", "FSDP2", "DeepSpeed", "Model", "Paper", "layered_model", "timeline", "transformer_model"]
+__all__ = ["DDP", "FSDP2", "Advice", "DeepSpeed", "Model", "Paper", "advise", "advise_model", "layered_model",
+           "timeline", "transformer_model"]

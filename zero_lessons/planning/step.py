@@ -13,7 +13,7 @@ optimizer temporaries. "start of step" is after the last step's zero_grad(set_to
 "before optimizer step" is where the lab snapshots DeepSpeed, "after optimizer step" where it
 snapshots PyTorch's frameworks. A phase's parts are those at its highest point.
 
-Modelled: the rules each framework's code follows (see `step_rules`, `step_fsdp2`,
+Modelled: the rules each framework's code follows (see `step_rules`, `step_fsdp2`, `step_coordinator`,
 `step_deepspeed`, `step_zero3`), activations per layer with and without checkpointing, one
 micro-batch per step, the steady state from the second step on (Adam's moments exist; DeepSpeed's
 trace is recorded), Adam as each framework runs it on GPU (torch.optim.Adam's foreach path for DDP
@@ -30,7 +30,7 @@ whole); the numbers are DeepSpeed ZeRO-3's defaults for `transformer_model` of a
      "knobs": {"stage": 3, "reduce_bucket_size": 500000000, "overlap_comm": true, ...},  # defaults filled in
      "model": "GPT 32×4096", "params": 6650007552, "layers": 33,
      "gpus": 8, "recipe": "mixed-adam", "checkpointing": false,
-     "peak": {"index": 34, "phase": "backward block 32", "total_bytes": 46515677696},
+     "peak": {"index": 34, "phase": "backward block 32", "total_bytes": 46649895424},
      "phases": [{"name": "start of step",
                  "kind": "boundary",          # or forward, backward, reduction, optimizer
                  "total_bytes": 14303422976,
@@ -43,7 +43,7 @@ whole); the numbers are DeepSpeed ZeRO-3's defaults for `transformer_model` of a
 from __future__ import annotations
 
 from .. import checks
-from ..recipes import MIXED_ADAM, Recipe, get
+from ..recipes import MIXED_ADAM, RecipeLike, get
 from .step_deepspeed import zero12
 from .step_fsdp2 import fsdp2
 from .step_knobs import DDP, FSDP2, DeepSpeed, Framework, Paper
@@ -81,7 +81,7 @@ def timeline(
     model: Model,
     framework: Framework,
     gpus: int,
-    recipe: Recipe | str = MIXED_ADAM,
+    recipe: RecipeLike = MIXED_ADAM,
     *,
     checkpointing: bool = False,
 ) -> Timeline:

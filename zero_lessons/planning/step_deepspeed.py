@@ -21,9 +21,12 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from .. import units
 from .step_knobs import DeepSpeed
 from .step_parts import Part
 from .step_rules import FP32, Moments, Parts, Setup, per, span
+
+FP64 = 8  #: bytes of an fp64 element: DeepSpeed takes gradient norms in fp64
 
 
 def bucket_walk(setup: Setup, bucket: int) -> tuple[list[int], list[int], int | None, int]:
@@ -132,7 +135,30 @@ def zero12(setup: Setup, fw: DeepSpeed) -> Moments:
         "optimizer temporaries", psi * g / n, f"step() flattens the partition's gradients: {per(g, psi, n)}"
     )
     cast = Part("fp32 gradients", Fraction(psi * FP32, n), f"step() casts them to fp32: {per(FP32, psi, n)}")
-    return Moments(held, (held,) * len(layers), backward, reduction, ready, ready + (flat, cast), held)
+    return Moments(
+        held, (held,) * len(layers), backward, reduction, ready, ready + _step(setup, flat, cast), held
+    )
+
+
+def _step(setup: Setup, flat: Part, cast: Part) -> Parts:
+    """The optimizer step's highest point: its flat and fp32 copies, or, when larger, the gradient norm's.
+
+    The norm comes first (`get_grad_norm_direct`) and copies one gradient at a time to fp64: at most the
+    largest tensor, or a whole partition when a tensor is larger than that.
+    """
+    largest = min(
+        Fraction(max(layer.largest for layer in setup.model.layers)), Fraction(setup.model.params, setup.gpus)
+    )
+    if largest * FP64 <= flat.nbytes + cast.nbytes:
+        return flat, cast
+    elements = units.format_count(int(largest))
+    return (
+        Part(
+            "optimizer temporaries",
+            largest * FP64,
+            f"step() takes the gradient norm in fp64, one tensor at a time: {FP64} B × {elements}",
+        ),
+    )
 
 
 def _reduce_in_backward(

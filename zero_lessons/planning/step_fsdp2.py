@@ -28,14 +28,37 @@ def fsdp2(setup: Setup, fw: FSDP2) -> Moments:
     sharded = (weights, optimizer)
     forward = tuple(sharded + _fsdp_forward(setup, fw, i) for i in range(len(layers)))
     backward = tuple(sharded + _fsdp_backward(setup, fw, i) for i in range(len(layers)))
-    last_input = Part(
-        "gradient buckets",
-        layers[0].params * g,
-        f"reduce-scatter input of {layers[0].name}, freed when backward ends: {per(g, layers[0].params)}",
-    )
     full = sharded + (grads,)
     temporary = adam_temporary(psi, n, "the local shards")
-    return Moments(sharded, forward, backward, full + (last_input,), full, full + (temporary,), full)
+    return Moments(sharded, forward, backward, sharded + _late(setup), full, full + (temporary,), full)
+
+
+def _late(setup: Setup) -> Parts:
+    """As backward ends: the first layer's input needs no gradient, so its post-backward hook never runs and
+    the root's final callback reshards and reduces it; until then it holds its weights and full gradients."""
+    layers, w, g, n = setup.model.layers, setup.w, setup.g, setup.gpus
+    first, rest = layers[0], sum(layer.params for layer in layers[1:])
+    parts = [
+        Part(
+            "gradients", Fraction(rest) * g / n, f"sharded gradients of the other layers: {per(g, rest, n)}"
+        ),
+        Part(
+            "gathered parameters",
+            first.params * w,
+            f"{first.name}'s weights, still gathered: its input needs no gradient, so only the final "
+            f"callback reshards it: {per(w, first.params)}",
+        ),
+        Part(
+            "unreduced gradients",
+            first.params * g,
+            f"{first.name}'s full gradients, reduce-scattered by that callback: {per(g, first.params)}",
+        ),
+    ]
+    if len(layers) > 1:
+        nxt = layers[1]
+        held = f"reduce-scatter input of {nxt.name}, kept until {first.name} reduces: {per(g, nxt.params)}"
+        parts.append(Part("gradient buckets", nxt.params * g, held))
+    return tuple(parts)
 
 
 def _fsdp_forward(setup: Setup, fw: FSDP2, i: int) -> Parts:

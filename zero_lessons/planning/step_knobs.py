@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from fractions import Fraction
 
-from .. import checks
+from .. import checks, units
 from ..stages import Stage, as_stage
 
 #: Largest DDP bucket cap accepted, in MiB (a tebibyte).
@@ -61,7 +61,7 @@ class DDP:
         cap = checks.amount("bucket_cap_mb", self.bucket_cap_mb, positive=True)
         if cap > MAX_BUCKET_MB:
             raise ValueError(f"bucket_cap_mb must be a number > 0 and at most {MAX_BUCKET_MB:,}, got {cap}")
-        object.__setattr__(self, "bucket_cap_mb", checks.tidy(cap))
+        object.__setattr__(self, "bucket_cap_mb", units.tidy(cap))
         _flag("gradient_as_bucket_view", self.gradient_as_bucket_view)
 
     @property

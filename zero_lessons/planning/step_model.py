@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import activations, checks
+from .. import checks
+from . import activations
 
 #: Most activation bytes one layer may save: an exabyte, far past any card.
 MAX_ACTIVATION_BYTES = 10**18

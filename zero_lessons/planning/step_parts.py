@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .. import units
-from ..recipes import STATES, Recipe
+from ..recipes import Recipe
+from ..stages import STATES
 from .step_knobs import knob_values
 from .step_model import Model
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
-from .. import checks, memory, units
-from ..recipes import STATES, Recipe
+from .. import memory, units
+from ..recipes import Recipe
+from ..stages import STATES
 from .step_knobs import DDP, Paper
 from .step_model import Layer, Model
 from .step_parts import KINDS, Part, Phase
@@ -40,7 +41,7 @@ class Setup:
     def __post_init__(self):
         # Kept as ints where whole: int arithmetic is about ten times faster than Fraction's.
         for name, state in zip("wgk", STATES[::-1], strict=True):
-            object.__setattr__(self, name, checks.tidy(Fraction(self.recipe.bytes_for(state))))
+            object.__setattr__(self, name, units.tidy(Fraction(self.recipe.bytes_for(state))))
 
 
 @dataclass(frozen=True)

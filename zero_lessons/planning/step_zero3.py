@@ -3,133 +3,23 @@
 Stage 3 keeps a 1/N piece of every weight, a partition-sized gradient buffer and one bucket of
 `reduce_bucket_size` elements, all allocated at start-up and kept (`deepspeed/runtime/zero/stage3.py`);
 its optimizer step casts one sub-group (`sub_group_size` elements) at a time to fp32. On one rank
-it gathers nothing: each parameter is a view of its own piece.
-
-Which weights are gathered: the coordinator (`partitioned_param_coordinator.py`) records the order
-in which modules run in forward and backward, then, from the second step on, walks that trace:
-- before a module runs, it all-gathers that module's tensors that are not gathered yet;
-- then it prefetches the next tensors in the trace, up to `prefetch_bucket_size` elements, and no
-  more than `max_live_parameters` minus what is already gathered. Tensors it passes that are already
-  gathered cost nothing, but it marks their later use as seen;
-- after the module runs, it releases the module's tensors, except those whose later use the
-  prefetcher has already passed, and those the modules within the next `max_reuse_distance`
-  elements of the trace use again.
-Tensors of at most `param_persistence_threshold` elements are never partitioned, so never gathered.
-
-Here each layer is one module, and the trace is the forward pass, then the backward pass in reverse.
-Real models nest modules (a block's attention and MLP are fetched apart), which makes prefetching finer.
+it gathers nothing: each parameter is a view of its own piece. Which weights are gathered when is
+the coordinator's doing, replayed in `step_coordinator`. A full bucket is reduced by
+`reduce_scatter_coalesced`, which first flattens its gradients into a new tensor (`torch.cat`).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass
 from fractions import Fraction
 
 from .. import units
+from .step_coordinator import Gathered, replay
 from .step_deepspeed import buckets, hook_gradients
 from .step_knobs import DeepSpeed
-from .step_model import Model
 from .step_parts import Part
 from .step_rules import FP32, Moments, Parts, Setup, per, span
 
-_NEVER = -(10**18)  #: "last use seen at" for a tensor the coordinator has not met
-
-
-@dataclass(frozen=True)
-class Gathered:
-    """What ZeRO-3 holds gathered while one step of the trace runs, in elements, by why it is there."""
-
-    layer: int  #: index of the layer this step runs (-1: after the last step)
-    own: int  #: elements of the layer's own tensors, gathered for this use
-    prefetched: int  #: elements gathered ahead of their use
-    prefetched_layers: tuple[int, ...]  #: layers those tensors belong to
-    kept: int  #: elements kept gathered from an earlier use
-    kept_layers: tuple[int, ...]  #: layers those tensors belong to
-
-
-def trace_order(model: Model) -> list[int]:
-    """Layer indices in the order the trace runs them: forward, then backward in reverse."""
-    n = len(model.layers)
-    return list(range(n)) + list(reversed(range(n)))
-
-
-def replay(model: Model, fw: DeepSpeed) -> tuple[tuple[Gathered, ...], Gathered]:
-    """What is gathered during each step of the trace, and what is still gathered when backward ends.
-
-    Tensors kept whole never enter the trace here: the coordinator passes them at no cost and never
-    gathers or releases them, so leaving them out changes nothing but the run time.
-    """
-    sizes, owner, ids = [], [], []
-    for i, layer in enumerate(model.layers):
-        mine = [n for n in layer.tensors if n > fw.param_persistence_threshold]
-        ids.append(range(len(sizes), len(sizes) + len(mine)))
-        sizes += mine
-        owner += [i] * len(mine)
-    totals = [layer.params for layer in model.layers]  # the reuse walk counts every tensor, whole ones too
-    order = trace_order(model)
-    queue = deque((t, s) for s, i in enumerate(order) for t in ids[i])
-    gathered, prefetched, seen = set(), set(), [_NEVER] * len(sizes)
-    live, steps = 0, []
-    for s, i in enumerate(order):
-        mine = ids[i]
-        fetch = [t for t in mine if t not in gathered]
-        gathered.update(fetch)
-        live += sum(sizes[t] for t in fetch)
-        prefetched.difference_update(mine)
-        for _ in range(sum(1 for t in mine if seen[t] < s)):  # the coordinator pops this step's own entries
-            if queue:
-                t, step = queue.popleft()
-                seen[t] = step
-        live += _prefetch(queue, fw, live, sizes, gathered, prefetched, seen)
-        steps.append(_snapshot(i, mine, gathered, prefetched, sizes, owner))
-        live -= _release(s, order, mine, fw, totals, ids, seen, gathered, sizes)
-    return tuple(steps), _snapshot(-1, (), gathered, prefetched, sizes, owner)
-
-
-def _prefetch(queue, fw, live, sizes, gathered, prefetched, seen) -> int:
-    """Gather the next tensors of the trace within the prefetch budget; return how many elements it added."""
-    if fw.prefetch_bucket_size == 0:
-        return 0
-    budget, added = min(fw.max_live_parameters - live, fw.prefetch_bucket_size), 0
-    while queue and added < budget:
-        t, step = queue.popleft()
-        seen[t] = max(seen[t], step)
-        if t not in gathered:
-            gathered.add(t)
-            prefetched.add(t)
-            added += sizes[t]
-    return added
-
-
-def _release(s, order, mine, fw, totals, ids, seen, gathered, sizes) -> int:
-    """Release the layer's tensors after step `s` unless reuse keeps them; return the elements freed."""
-    step = s + 1
-    release = {t for t in mine if seen[t] <= step}
-    travelled = 0
-    for j in order[step:]:
-        if travelled >= fw.max_reuse_distance or not release:
-            break
-        release.difference_update(ids[j])
-        travelled += totals[j]
-    release &= gathered
-    gathered.difference_update(release)
-    return sum(sizes[t] for t in release)
-
-
-def _snapshot(layer, mine, gathered, prefetched, sizes, owner) -> Gathered:
-    """Sort what is gathered into the layer's own tensors, tensors fetched ahead, and tensors kept."""
-    own = [t for t in mine if t in gathered]
-    ahead = prefetched & gathered
-    kept = gathered - ahead - set(own)
-    return Gathered(
-        layer,
-        sum(sizes[t] for t in own),
-        sum(sizes[t] for t in ahead),
-        tuple(sorted({owner[t] for t in ahead})),
-        sum(sizes[t] for t in kept),
-        tuple(sorted({owner[t] for t in kept})),
-    )
+__all__ = ["Gathered", "replay", "zero3"]
 
 
 def zero3(setup: Setup, fw: DeepSpeed) -> Moments:
@@ -141,10 +31,40 @@ def zero3(setup: Setup, fw: DeepSpeed) -> Moments:
         _gathered(setup, step, "backward" if s >= count else "forward") for s, step in enumerate(steps)
     ]
     waiting, last = hook_gradients(setup, fw)
+    most, end = _flattened(setup, fw)
     forward = tuple(held + gathered[i] for i in range(count))
-    backward = tuple(held + gathered[2 * count - 1 - i] + (waiting[i],) for i in range(count))
-    reduction = held + _gathered(setup, leftover, "backward") + last
+    backward = tuple(
+        held + gathered[2 * count - 1 - i] + (waiting[i], _flat_copy(setup, most[i])) for i in range(count)
+    )
+    reduction = held + _gathered(setup, leftover, "backward") + last + (_flat_copy(setup, end),)
     return Moments(held, forward, backward, reduction, held, held + _cast(setup, fw), held)
+
+
+def _flattened(setup: Setup, fw: DeepSpeed) -> tuple[list[int], int]:
+    """Elements `reduce_scatter_coalesced` copies to flatten a full bucket: the most during each layer's
+    backward, and the last bucket's, as backward ends. One tensor that N divides needs no copy."""
+    layers, n = setup.model.layers, setup.gpus
+    most, bucket = [0] * len(layers), []
+
+    def copied(sizes: list[int]) -> int:
+        return 0 if len(sizes) == 1 and sizes[0] % n == 0 else sum(sizes)
+
+    for i in reversed(range(len(layers))):
+        for size in reversed(layers[i].tensors):
+            if bucket and sum(bucket) + size > fw.reduce_bucket_size:
+                most[i], bucket = max(most[i], copied(bucket)), []
+            bucket.append(size)
+    return most, copied(bucket)
+
+
+def _flat_copy(setup: Setup, elements: int) -> Part:
+    """The flattened copy of a bucket being reduced."""
+    return Part(
+        "gradient buckets",
+        elements * setup.g,
+        f"reduce_scatter_coalesced flattens a full bucket's gradients into a new tensor: "
+        f"{per(setup.g, elements)}",
+    )
 
 
 def _pieces(setup: Setup, fw: DeepSpeed) -> Parts:
@@ -197,15 +117,21 @@ def _gathered(setup: Setup, step: Gathered, which: str) -> Parts:
         ),
         Part(
             "gathered parameters",
-            step.prefetched * w,
-            f"prefetched ahead of use (prefetch_bucket_size): "
-            f"tensors of {names['ahead']}: {per(w, step.prefetched)}",
+            (step.prefetched - step.in_flight) * w,
+            f"prefetched ahead of use (prefetch_bucket_size) and copied out with an earlier fetch: "
+            f"tensors of {names['ahead']}: {per(w, step.prefetched - step.in_flight)}",
         ),
         Part(
             "gathered parameters",
             step.kept * w,
             f"kept from an earlier use (max_reuse_distance, or a use the "
             f"prefetcher passed): tensors of {names['kept']}: {per(w, step.kept)}",
+        ),
+        Part(
+            "gathered parameters",
+            step.flat * w,
+            "all-gather outputs, each kept until every tensor it brought is used (each tensor is "
+            f"copied out of it, torch.cat of its pieces): {per(w, step.flat)}",
         ),
     )
 

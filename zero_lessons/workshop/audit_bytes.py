@@ -59,16 +59,10 @@ def four_times_rule(seed: int) -> Question:
         "missing_bytes": [("master-only", 4)],
     }
     working = RULE_WORKING.format(rule=gb(rule), paper=gb(MIXED_ADAM.total_bytes * psi))
-    return Question(
-        RULE,
-        "Audit: the 4× rule",
-        seed,
-        RULE_PROMPT.format(psi=psi, dtype=dtype),
-        parts(RULE_SPECS, values, slips, RULE_WHY),
-        working,
-        "A rule that scales the model's size cannot see the fp32 master copy mixed precision keeps.",
-        (("params", psi), ("dtype", dtype)),
-    )
+    prompt, answers = RULE_PROMPT.format(psi=psi, dtype=dtype), parts(RULE_SPECS, values, slips, RULE_WHY)
+    point = "A rule that scales the model's size cannot see the fp32 master copy mixed precision keeps."
+    given = (("params", psi), ("dtype", dtype))
+    return Question(RULE, "Audit: the 4× rule", seed, prompt, answers, working, point, given)
 
 
 TEN = "audit-10-bytes"

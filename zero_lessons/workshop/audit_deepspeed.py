@@ -9,7 +9,8 @@ count instead of the data-parallel degree when tensor or pipeline parallelism is
 
 from __future__ import annotations
 
-from .. import ds_estimator, memory, units
+from .. import memory, units
+from ..planning import ds_estimator
 from ..recipes import INFINITY_20, MEGATRON_18, MIXED_ADAM
 from ..stages import Stage
 from .model import Question, Spec, billions, gb, in_gb, in_gib, parts, rng
@@ -83,16 +84,11 @@ def deepspeed_formula(seed: int) -> Question:
     working = FORMULA_WORKING.format(
         code_gib=units.format_bytes(code, "GiB"), code_gb=gb(code), paper=gb(paper), gap=gb(code - paper)
     )
-    return Question(
-        FORMULA,
-        "Audit: DeepSpeed's two formulas",
-        seed,
-        FORMULA_PROMPT.format(psi=psi, gpus=gpus, **printed),
-        parts(FORMULA_SPECS, values, slips, FORMULA_WHY),
-        working,
-        "Two formulas in one project, and GiB printed as GB: name the accounting first.",
-        (("params", psi), ("gpus", gpus)),
-    )
+    prompt = FORMULA_PROMPT.format(psi=psi, gpus=gpus, **printed)
+    answers = parts(FORMULA_SPECS, values, slips, FORMULA_WHY)
+    point = "Two formulas in one project, and GiB printed as GB: name the accounting first."
+    given = (("params", psi), ("gpus", gpus))
+    return Question(FORMULA, "Audit: DeepSpeed's two formulas", seed, prompt, answers, working, point, given)
 
 
 SHARDING = "audit-tp-sharding"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .. import memory, units
-from ..activations import RECOMPUTE, Transformer, activation_bytes
+from ..inputs import Setup
+from ..planning.activations import RECOMPUTE, Transformer, activation_bytes, least_recomputation
 from ..stages import Stage
 from .model import Question, Spec, first, gb, in_gb, in_gib, parts, rng
 
@@ -73,12 +74,7 @@ def state(params: int, gpus: int, stage) -> int:
 
 def plan(shape: Transformer, gpus: int, card: int):
     """The least recomputation that lets a stage fit, the lowest stage then, and the bytes needed."""
-    for recompute in RECOMPUTE:
-        act = activation_bytes(shape, recompute)
-        for stage in Stage:
-            if state(shape.params, gpus, stage) + act <= card:
-                return recompute, stage, state(shape.params, gpus, stage) + act
-    return None
+    return least_recomputation(shape, Setup(shape.params, gpus, gpu_memory=card))
 
 
 def _draw(r):
@@ -147,13 +143,5 @@ def generate(seed: int) -> Question:
         gpus=gpus,
         card_gb=int(in_gb(card)),
     )
-    return Question(
-        ID,
-        TITLE,
-        seed,
-        prompt,
-        parts(SPECS, values, slips, WHY),
-        _working(shape, gpus, card),
-        POINT,
-        tuple(given.items()),
-    )
+    answers, working = parts(SPECS, values, slips, WHY), _working(shape, gpus, card)
+    return Question(ID, TITLE, seed, prompt, answers, working, POINT, tuple(given.items()))

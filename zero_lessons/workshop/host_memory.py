@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .. import ds_estimator, offload, units
-from ..activations import Transformer, activation_bytes
+from .. import units
+from ..inputs import Setup
+from ..planning import offload
+from ..planning.activations import Transformer, activation_bytes
 from ..stages import Stage
 from .checkpointing import ADAM, shape_text, state
 from .model import Question, Spec, first, gb, in_gb, in_gib, parts, rng
 
 ID, TITLE = "offload-and-host", "Offload and host memory"
 POINT = "Offload trades GPU memory for host memory: check the host with DeepSpeed's accounting too."
-#: Offload choices from least to most: (stage, parameters offloaded too).
-CHOICES = ((Stage.ZERO2, False), (Stage.ZERO3, False), (Stage.ZERO3, True))
 PROMPT = (
     "Take {shape}, on one node of {gpus} GPUs with {card} each and {host} of host memory, with " + ADAM + ". "
     "Full recomputation leaves {act} of activations per GPU. Offload is considered in this order: ZeRO-2 "
@@ -77,22 +77,15 @@ WHY = {
 
 
 def plan(psi: int, act: int, card: int, host: int, gpus: int):
-    """The least offload that fits the card and, by the paper's count, the node's host memory."""
-    for stage, params_too in CHOICES:
-        on_gpu, off_gpu = offload.offloaded(psi, gpus, stage, parameters=params_too)
-        if on_gpu.total + act <= card and off_gpu.total * gpus <= host:
-            return stage, params_too, on_gpu.total + act, off_gpu.total * gpus
-    return None
+    """The least offload (in `offload.ORDER`) that fits the card and, by the paper's count, the host."""
+    found = offload.least(Setup(psi, gpus, gpu_memory=card), act, host, gpus)
+    return None if found is None else (found.stage, found.offload != "optimizer", found.gpu, found.host)
 
 
 def deepspeed_host(shape: Transformer, stage: Stage, params_too: bool, gpus: int) -> int:
     """Host bytes DeepSpeed's own estimator gives one node for an offload choice (zero_init on)."""
-    if stage is Stage.ZERO2:
-        return ds_estimator.zero2(shape.params, gpus, 1, cpu_offload=True).cpu_bytes
-    largest = shape.vocab * shape.hidden  # the embedding, the largest layer
-    return ds_estimator.zero3(
-        shape.params, largest, gpus, 1, cpu_offload=True, cpu_offload_params=params_too, zero_init=True
-    ).cpu_bytes
+    what = "optimizer+parameters" if params_too else "optimizer"
+    return offload.deepspeed_host(Setup(shape.params, gpus), stage, what, gpus)
 
 
 def _draw(r):
@@ -175,13 +168,5 @@ def generate(seed: int) -> Question:
         card_gb=int(in_gb(card)),
         host_gb=int(in_gb(host)),
     )
-    return Question(
-        ID,
-        TITLE,
-        seed,
-        prompt,
-        parts(SPECS, values, slips, WHY),
-        _working(shape, gpus, card, host),
-        POINT,
-        tuple(given.items()),
-    )
+    answers, working = parts(SPECS, values, slips, WHY), _working(shape, gpus, card, host)
+    return Question(ID, TITLE, seed, prompt, answers, working, POINT, tuple(given.items()))

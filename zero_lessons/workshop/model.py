@@ -137,7 +137,7 @@ class Part:
 def canonical(kind: str, value):
     """A part's value in the one form comparisons use."""
     if kind == "number":
-        return checks.tidy(Fraction(value)) if not isinstance(value, float) else Fraction(repr(value))
+        return units.tidy(Fraction(value)) if not isinstance(value, float) else Fraction(repr(value))
     if kind == "stage":
         return as_stage(value)
     if kind == "choice":

@@ -113,16 +113,11 @@ def cheapest_cluster(seed: int) -> Question:
         cost=float(values["cost_per_hour"]),
     )
     given = dict(params=psi, activations_gb=int(in_gb(act)), prices={k: str(p) for k, p in prices.items()})
-    return Question(
-        CLUSTER,
-        "The cheapest cluster",
-        seed,
-        CLUSTER_PROMPT.format(psi=psi, act=gb(act), offer=offer),
-        parts(CLUSTER_SPECS, values, slips, CLUSTER_WHY),
-        working,
-        "The cheapest cluster is neither the fewest GPUs nor the cheapest card: compare count × price.",
-        tuple(given.items()),
-    )
+    prompt = CLUSTER_PROMPT.format(psi=psi, act=gb(act), offer=offer)
+    answers = parts(CLUSTER_SPECS, values, slips, CLUSTER_WHY)
+    point = "The cheapest cluster is neither the fewest GPUs nor the cheapest card: compare count × price."
+    title = "The cheapest cluster"
+    return Question(CLUSTER, title, seed, prompt, answers, working, point, tuple(given.items()))
 
 
 ABOVE = "stage3-above-stage2"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .. import communication, memory, offload, units
+from .. import communication, memory, units
+from ..planning import offload
 from .model import Question, Spec, billions, first, gb, in_gb, parts, rng
 
 PAYS = "offload-pays"
@@ -97,16 +98,9 @@ def offload_pays(seed: int) -> Question:
         least=least,
         verdict="hide" if link <= compute else "do not hide",
     )
-    return Question(
-        PAYS,
-        "Does offload pay?",
-        seed,
-        PAYS_PROMPT.format(**facts),
-        parts(PAYS_SPECS, values, slips, PAYS_WHY),
-        working,
-        "Offload pays when its transfers hide behind compute: compare link time with compute time.",
-        tuple(facts.items()),
-    )
+    prompt, answers = PAYS_PROMPT.format(**facts), parts(PAYS_SPECS, values, slips, PAYS_WHY)
+    point = "Offload pays when its transfers hide behind compute: compare link time with compute time."
+    return Question(PAYS, "Does offload pay?", seed, prompt, answers, working, point, tuple(facts.items()))
 
 
 ACCUMULATION = "accumulation-traffic"
@@ -171,13 +165,8 @@ def accumulation_traffic(seed: int) -> Question:
         extra=float(extra),
         rate=units.format_number(rate / units.GB),
     )
-    return Question(
-        ACCUMULATION,
-        "Accumulation and traffic",
-        seed,
-        ACCUMULATION_PROMPT.format(**facts),
-        parts(ACCUMULATION_SPECS, values, slips, ACCUMULATION_WHY),
-        working,
-        "Under gradient accumulation ZeRO-2 reduces every micro-batch, ZeRO-1 once per step.",
-        tuple(facts.items()),
-    )
+    prompt = ACCUMULATION_PROMPT.format(**facts)
+    answers = parts(ACCUMULATION_SPECS, values, slips, ACCUMULATION_WHY)
+    point = "Under gradient accumulation ZeRO-2 reduces every micro-batch, ZeRO-1 once per step."
+    title = "Accumulation and traffic"
+    return Question(ACCUMULATION, title, seed, prompt, answers, working, point, tuple(facts.items()))

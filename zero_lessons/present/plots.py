@@ -1,19 +1,24 @@
-"""Figures for the lessons: who holds what, per-stage bars, scaling curves and step times."""
+"""Figures for the lessons with matplotlib: any `figures.Chart`, and two lesson-only figures.
+
+`draw` renders the same chart specs that `svg.draw` renders for the explorer, so a lesson's
+bars and the explorer's bars are one figure; `plot_partitioning` and `plot_step_times` exist
+only here.
+"""
 
 from __future__ import annotations
-
-from fractions import Fraction
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from . import checks, communication, memory, units
-from .recipes import MIXED_ADAM, STATES, Recipe, get
-from .stages import Stage
+from .. import checks, communication, units
+from ..inputs import Setup
+from ..recipes import MIXED_ADAM, RecipeLike, get
+from ..stages import STATES, Stage
+from ..units import Size
+from . import figures
+from .figures import STATE_COLOURS, STATE_NAMES
+from .table import stage_table
 
-#: One colour per state, used by every figure so that the lessons read alike.
-COLOURS = {"weights": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868"}
-LABELS = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer state"}
 #: Most GPUs `plot_partitioning` draws, one row each.
 MAX_DRAWN_GPUS = 16
 #: Most link speeds `plot_step_times` sets side by side.
@@ -25,17 +30,17 @@ def _plain(text: str) -> str:
     return text.replace("$", r"\$")
 
 
-def plot_partitioning(gpus: int = 4, recipe: Recipe | str = MIXED_ADAM) -> Figure:
+def plot_partitioning(gpus: int = 4, recipe: RecipeLike = MIXED_ADAM) -> Figure:
     """The ZeRO paper's Figure 1 idea: for each stage and GPU, whole states versus owned shards."""
     gpus, recipe = checks.whole("gpus", gpus, high=MAX_DRAWN_GPUS), get(recipe)
     fig, axes = plt.subplots(len(Stage), 1, figsize=(8, 6.4), sharex=True)
     width = float(recipe.total_bytes)
-    for ax, stage in zip(axes, Stage):
+    for ax, stage in zip(axes, Stage, strict=True):
         for gpu in range(gpus):
             left = 0.0
             for state in STATES[::-1]:  # weights, gradients, optimizer from left to right
                 size = float(recipe.bytes_for(state))
-                _draw_state(ax, gpu, gpus, left, size, COLOURS[state], stage.partitions(state))
+                _draw_state(ax, gpu, gpus, left, size, STATE_COLOURS[state], stage.partitions(state))
                 left += size
         ax.set_ylabel(stage.label, rotation=0, ha="right", va="center")
         ax.set_yticks(range(gpus), [f"GPU {g}" for g in range(gpus)], fontsize=7)
@@ -43,8 +48,8 @@ def plot_partitioning(gpus: int = 4, recipe: Recipe | str = MIXED_ADAM) -> Figur
         ax.invert_yaxis()
         ax.spines[["top", "right"]].set_visible(False)
     axes[-1].set_xlabel(f"bytes per parameter ({_plain(recipe.summary())})")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[s]) for s in STATES[::-1]]
-    fig.legend(handles, [LABELS[s] for s in STATES[::-1]], loc="upper center", ncol=3, frameon=False)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=STATE_COLOURS[s]) for s in STATES[::-1]]
+    fig.legend(handles, [STATE_NAMES[s] for s in STATES[::-1]], loc="upper center", ncol=3, frameon=False)
     fig.suptitle("Solid: the GPU keeps its own shard.  Faded: the shards other GPUs keep.", y=0.02, fontsize=9)
     fig.tight_layout(rect=(0, 0.04, 1, 0.95))
     plt.close(fig)
@@ -68,48 +73,43 @@ def _draw_state(ax, gpu: int, gpus: int, left: float, size: float, colour: str, 
     ax.barh(gpu, piece, left=left + gpu * piece, color=colour, edgecolor="white")
 
 
-def plot_stage_bars(params: int, gpus: int, recipe: Recipe | str = MIXED_ADAM, unit: str = "GB",
-                    budget=None) -> Figure:
-    """Stacked per-GPU bars, one per stage, with the memory budget as a line."""
-    params, gpus, recipe, unit = checks.params(params), checks.gpus(gpus), get(recipe), units.unit_name(unit)
-    limit = None if budget is None else units.as_bytes("budget", budget)
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    names = [s.label for s in Stage]
-    bottom = [0.0] * len(names)
-    for state in STATES[::-1]:
-        heights = [float(units.in_unit(getattr(memory.per_gpu(params, gpus, s, recipe), state), unit)) for s in Stage]
-        ax.bar(names, heights, bottom=bottom, color=COLOURS[state], label=LABELS[state])
-        bottom = [b + h for b, h in zip(bottom, heights)]
-    for x, total in enumerate(bottom):
-        ax.annotate(units.format_number(Fraction(total).limit_denominator(1000)), (x, total),
-                    ha="center", va="bottom", fontsize=9)
-    if limit is not None:
-        ax.axhline(float(units.in_unit(limit, unit)), color="crimson", ls="--", label="memory per GPU")
-    ax.set_ylabel(f"model state per GPU ({unit})")
-    ax.set_title(f"{units.format_count(params)} parameters on {gpus} GPUs ({_plain(recipe.name)})")
+def plot_stage_bars(params: int, gpus: int, recipe: RecipeLike = MIXED_ADAM, unit: str = "GB",
+                    gpu_memory: Size | None = None) -> Figure:
+    """Stacked per-GPU bars, one per stage, with the memory per GPU as a line."""
+    return draw(figures.stage_bars(stage_table(params, gpus, recipe, unit, gpu_memory=gpu_memory)))
+
+
+def plot_scaling(params: int, recipe: RecipeLike = MIXED_ADAM, unit: str = "GB", max_gpus: int = 1024,
+                 gpu_memory: Size | None = None) -> Figure:
+    """Per-GPU model state against the number of GPUs, log-log, one curve per stage."""
+    setup, unit = Setup(params, 1, recipe, gpu_memory), units.unit_name(unit)
+    return draw(figures.scaling(setup, unit, max_gpus))
+
+
+def draw(chart: figures.Chart) -> Figure:
+    """`chart` with matplotlib: stacked bars and their labels, or log-log lines; the limit dashed."""
+    checks.instance("chart", chart, figures.Chart, "a figures.Chart")
+    fig, ax = plt.subplots(figsize=(7, 3.6) if chart.kind == "bars" else (7, 4))
+    if chart.kind == "bars":
+        bottom = [0.0] * len(chart.x)
+        for name, heights in chart.series.items():
+            ax.bar(chart.x, heights, bottom=bottom, color=chart.colours[name], label=name)
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        labels = chart.labels or [f"{b:.3g}" for b in bottom]
+        for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
+            ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9)
+    else:
+        for name, ys in chart.series.items():
+            ax.plot(chart.x, ys, label=name, lw=2, color=chart.colours[name])
+        ax.set(xscale="log", yscale="log")
+        ax.grid(True, which="major", alpha=0.3)
+    if chart.line is not None:
+        ax.axhline(chart.line, color="crimson", ls="--", label=chart.line_label)
+    if chart.marker is not None:
+        ax.axvline(chart.marker, color="#999", ls=":")
+    ax.set(xlabel=_plain(chart.xlabel), ylabel=_plain(chart.ylabel), title=_plain(chart.title))
     ax.legend(frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
-    return _done(fig)
-
-
-def plot_scaling(params: int, recipe: Recipe | str = MIXED_ADAM, unit: str = "GB", max_gpus: int = 1024,
-                 budget=None) -> Figure:
-    """Per-GPU model state against the number of GPUs, log-log, one curve per stage."""
-    params, recipe, unit = checks.params(params), get(recipe), units.unit_name(unit)
-    max_gpus = checks.whole("max_gpus", max_gpus, high=checks.MAX_GPUS)
-    limit = None if budget is None else units.as_bytes("budget", budget)
-    counts = sorted({round(2 ** (k / 4)) for k in range(0, 4 * max_gpus.bit_length() + 1)} | {1})
-    counts = [n for n in counts if n <= max_gpus]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for stage in Stage:
-        ys = [float(units.in_unit(memory.per_gpu(params, n, stage, recipe).total, unit)) for n in counts]
-        ax.plot(counts, ys, label=stage.label, lw=2)
-    if limit is not None:
-        ax.axhline(float(units.in_unit(limit, unit)), color="crimson", ls="--", label="memory per GPU")
-    ax.set(xscale="log", yscale="log", xlabel="GPUs (N_d)", ylabel=f"model state per GPU ({unit})",
-           title=f"{units.format_count(params)} parameters, {_plain(recipe.name)}")
-    ax.legend(frameon=False)
-    ax.grid(True, which="major", alpha=0.3)
     return _done(fig)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import checks, units
+from .. import checks, units
 
 #: The DeepSpeed release whose formulas this module follows.
 DEEPSPEED_VERSION = "0.19.8"

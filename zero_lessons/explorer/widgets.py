@@ -1,6 +1,7 @@
-"""The interactive explorer: ipywidgets controls wired to `explorer.compute_view` and its plots.
+"""The interactive explorer: ipywidgets controls wired to `views.compute_view` and its plots.
 
-Thin by design: each callback reads the controls into `explorer.Settings`, and either shows an
+Thin by design: each callback reads the controls through `inputs.FIELDS` into `views.Settings`
+(the same readers and errors as the command line), and either shows an
 inline message next to the control it cannot read, or redraws every view from `compute_view`.
 The redraw is all or nothing: every view is computed first, and only then are they all shown,
 so the views never disagree with each other; on any error they all keep the last good state.
@@ -13,10 +14,13 @@ from html import escape
 
 import ipywidgets as w
 
-from . import checks, communication, explorer, recipes, units
+from .. import checks, communication, recipes, units
+from ..inputs import CUSTOM, FIELDS
+from . import views
 
 _ERROR = "<span class='zero-error' style='color:#b00020'>{}</span>"
-_CUSTOM = ("weight_bytes", "grad_bytes", "optimizer_bytes")
+#: The text boxes read through `inputs.FIELDS`, by field name, besides the three custom byte counts.
+_TYPED = ("params", "gpus", "gpu_memory", "bandwidth")
 _PICK = "choose a case…"
 
 
@@ -27,43 +31,42 @@ def _round3(value: float) -> int:
 
 def _nearest_step(gpus: int) -> int:
     """The slider stop closest to `gpus` on a log scale (the slider shows position; the text holds the value)."""
-    return min(explorer.GPU_STEPS, key=lambda step: abs(math.log(step) - math.log(gpus)))
-
-
+    return min(views.GPU_STEPS, key=lambda step: abs(math.log(step) - math.log(gpus)))
 
 
 class Explorer:
-    """Controls for model, cluster, recipe, budget, unit, dtype and link; every view follows them."""
+    """Controls for model, cluster, recipe, memory per GPU, unit, dtype and link; every view follows them."""
 
-    def __init__(self, settings: explorer.Settings = explorer.Settings()):
-        checks.instance("settings", settings, explorer.Settings, "an explorer.Settings")
+    def __init__(self, settings: views.Settings = views.Settings()):
+        checks.instance("settings", settings, views.Settings, "an views.Settings")
         s, self._syncing = settings, False
-        self.preset = w.Dropdown(options=[_PICK, *explorer.PRESETS], description="case")
+        self.preset = w.Dropdown(options=[_PICK, *views.PRESETS], description="case")
         self.params_slider = w.FloatLogSlider(value=s.params, base=10, min=8, max=15, step=0.01, readout=False,
                                               description="model size")
         self.params_text = w.Text(units.format_count(s.params, digits=12), description="params", continuous_update=False)
-        self.gpus_slider = w.SelectionSlider(options=explorer.GPU_STEPS, value=_nearest_step(s.gpus), readout=False,
+        self.gpus_slider = w.SelectionSlider(options=views.GPU_STEPS, value=_nearest_step(s.gpus),
+                                             readout=False,
                                              description="GPUs")
         self.gpus_text = w.Text(str(s.gpus), description="GPU count", continuous_update=False)
         custom = s.recipe.name not in recipes.PRESETS
         self.recipe = w.Dropdown(options=[*recipes.PRESETS, "custom"], value="custom" if custom else s.recipe.name,
                                  description="recipe")
-        self.custom = {k: w.Text(str(getattr(s.recipe, k)), description=k.replace("_", " "), continuous_update=False)
-                       for k in _CUSTOM}
-        self.budget = w.Text(f"{units.format_number(units.in_unit(s.budget, s.unit), 12)} {s.unit}",
-                             description="memory/GPU", continuous_update=False)
+        self.custom = {k: w.Text(str(getattr(s.recipe, k)), description=k.replace("_", " "),
+                                 continuous_update=False) for k in CUSTOM}
+        self.gpu_memory = w.Text(f"{units.format_number(units.in_unit(s.gpu_memory, s.unit), 12)} {s.unit}",
+                                 description="memory/GPU", continuous_update=False)
         self.unit = w.ToggleButtons(options=["GB", "GiB"], value=s.unit, description="unit")
         self.dtype = w.Dropdown(options=list(communication.DTYPES), value=s.dtype, description="sent as")
         self.bandwidth = w.Text(f"{units.format_number(s.bandwidth * 8 / 10**9, 12)} Gb/s",
                                 description="link", continuous_update=False)
-        self.errors = {k: w.HTML() for k in ("params", "gpus", "budget", "bandwidth", *_CUSTOM)}
+        self.errors = {k: w.HTML() for k in (*_TYPED, *CUSTOM)}
         self.status, self.verdict, self.table, self.comm_table = w.HTML(), w.HTML(), w.HTML(), w.HTML()
         self.bars, self.scaling, self.comm_chart, self.advice = w.HTML(), w.HTML(), w.HTML(), w.HTML()
-        self.view: explorer.View | None = None
+        self.view: views.View | None = None
         self.params_slider.observe(self._slid_params, "value")
         self.gpus_slider.observe(self._slid_gpus, "value")
         self.preset.observe(self._chose_preset, "value")
-        for control in (self.params_text, self.gpus_text, self.recipe, *self.custom.values(), self.budget,
+        for control in (self.params_text, self.gpus_text, self.recipe, *self.custom.values(), self.gpu_memory,
                         self.unit, self.dtype, self.bandwidth):
             control.observe(self.refresh, "value")
         self.widget = self._layout()
@@ -73,15 +76,17 @@ class Explorer:
         """Controls on the left with their inline messages; views on the right."""
         row = lambda control, key=None: w.HBox([control, self.errors[key]] if key else [control])  # noqa: E731
         for control in (self.preset, self.params_slider, self.params_text, self.gpus_slider, self.gpus_text,
-                        self.recipe, *self.custom.values(), self.budget, self.unit, self.dtype, self.bandwidth):
+                        self.recipe, *self.custom.values(), self.gpu_memory, self.unit, self.dtype,
+                        self.bandwidth):
             control.style.description_width = "110px"
         model = w.VBox([self.preset, self.params_slider, row(self.params_text, "params"), self.gpus_slider,
-                        row(self.gpus_text, "gpus"), row(self.budget, "budget")])
-        training = w.VBox([self.recipe, *(row(self.custom[k], k) for k in _CUSTOM), self.unit, self.dtype,
+                        row(self.gpus_text, "gpus"), row(self.gpu_memory, "gpu_memory")])
+        training = w.VBox([self.recipe, *(row(self.custom[k], k) for k in CUSTOM), self.unit, self.dtype,
                            row(self.bandwidth, "bandwidth")])
         controls = w.HBox([model, training])
         wrap = w.Layout(flex_flow="row wrap")  # charts sit side by side where there is room, stacked where not
-        views = w.VBox([self.verdict, self.status, self.table, self.advice, w.HBox([self.bars, self.scaling], layout=wrap),
+        views = w.VBox([self.verdict, self.status, self.table, self.advice,
+                        w.HBox([self.bars, self.scaling], layout=wrap),
                         w.HBox([self.comm_chart, self.comm_table], layout=wrap)])
         app = w.VBox([controls, views], layout=w.Layout(width="100%"))
         app.add_class("zero-explorer")
@@ -112,37 +117,33 @@ class Explorer:
 
     def _chose_preset(self, change) -> None:
         """Jump to a named case: set its controls, then redraw once."""
-        case = explorer.PRESETS.get(change["new"])
+        case = views.PRESETS.get(change["new"])
         if case is None:
             return
         self._syncing = True
         try:
             self.params_text.value = units.format_count(case["params"], digits=12)
             self.gpus_text.value = str(case["gpus"])
-            self.budget.value = case["budget"]
+            self.gpu_memory.value = case["gpu_memory"]
         finally:
             self._syncing = False
         self.refresh()
 
-    def read(self) -> tuple[explorer.Settings | None, dict[str, str]]:
-        """Settings from the controls, or None with a message per control that cannot be read."""
+    def read(self) -> tuple[views.Settings | None, dict[str, str]]:
+        """Settings from the controls, read through `inputs.FIELDS`; or None and a message per bad control."""
+        texts = {"params": self.params_text, "gpus": self.gpus_text, "gpu_memory": self.gpu_memory,
+                 "bandwidth": self.bandwidth} | (self.custom if self.recipe.value == "custom" else {})
         errors, got = {}, {}
-        readers = {"params": lambda: checks.params(units.parse_count(self.params_text.value)),
-                   "gpus": lambda: units.parse_gpus(self.gpus_text.value),
-                   "budget": lambda: units.as_bytes("memory", self.budget.value),
-                   "bandwidth": lambda: units.as_rate("bandwidth", self.bandwidth.value)}
-        if self.recipe.value == "custom":
-            readers |= {k: (lambda k=k: units.parse_bytes_per_param(self.custom[k].value, field=k)) for k in _CUSTOM}
-        for key, read in readers.items():
+        for key, control in texts.items():
             try:
-                got[key] = read()
+                got[key] = FIELDS[key](control.value)
             except (ValueError, TypeError) as err:
                 errors[key] = str(err)
         if errors:
             return None, errors
-        recipe = (recipes.custom(*(got[k] for k in _CUSTOM)) if self.recipe.value == "custom"
+        recipe = (recipes.custom(*(got[k] for k in CUSTOM)) if self.recipe.value == "custom"
                   else recipes.get(self.recipe.value))
-        return explorer.Settings(got["params"], got["gpus"], recipe, got["budget"], self.unit.value,
+        return views.Settings(got["params"], got["gpus"], recipe, got["gpu_memory"], self.unit.value,
                                  self.dtype.value, got["bandwidth"]), {}
 
     def refresh(self, change=None) -> None:
@@ -156,7 +157,7 @@ class Explorer:
 
     def _redraw(self) -> None:
         """Compute every view, then show them all; or mark what is wrong and change no view."""
-        for k in _CUSTOM:
+        for k in CUSTOM:
             self.custom[k].disabled = self.recipe.value != "custom"
         settings, errors = self.read()
         if settings is not None:
@@ -178,16 +179,16 @@ class Explorer:
         self.status.value = ""
         self.view = view
 
-    def _views(self, settings: explorer.Settings) -> tuple[explorer.View, list[tuple[w.HTML, str]]]:
+    def _views(self, settings: views.Settings) -> tuple[views.View, list[tuple[w.HTML, str]]]:
         """Every view's content for `settings`, computed before any widget changes."""
-        view = explorer.compute_view(settings)
+        view = views.compute_view(settings)
         verdict = f"<b class='zero-verdict'>{escape(view.verdict, quote=False)}</b>"
         return view, [(self.verdict, verdict), (self.table, view.table.to_html()),
-                      (self.bars, explorer.plot_memory_bars(view)), (self.scaling, explorer.plot_scaling(view)),
-                      (self.comm_chart, explorer.plot_comm(view)), (self.comm_table, explorer.comm_html(view)),
-                      (self.advice, view.advice.to_html())]
+                      (self.bars, views.plot_memory_bars(view)), (self.scaling, views.plot_scaling(view)),
+                      (self.comm_chart, views.plot_comm(view)), (self.comm_table, views.comm_html(view)),
+                      (self.advice, views.advice_html(view))]
 
-    def _sync_sliders(self, settings: explorer.Settings) -> None:
+    def _sync_sliders(self, settings: views.Settings) -> None:
         """Put the sliders where the typed values are (they show position only; the text is the value)."""
         if _round3(self.params_slider.value) != settings.params:
             self._set_quietly(self.params_slider, min(max(settings.params, 10**8), 10**15))

@@ -9,8 +9,11 @@ Two estimates, both in bytes with 16-bit activations and no tensor or sequence p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
-from . import checks
+from .. import checks, memory
+from ..inputs import Setup
+from ..stages import Stage
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,19 @@ def zero_paper_estimate(model: Transformer) -> int:
     """The ZeRO paper's rule of thumb: 12·h·b·s·L activation values of 2 bytes each."""
     checks.instance("model", model, Transformer, "an activations.Transformer")
     return 2 * 12 * model.hidden * model.micro_batch * model.seq_len * model.layers
+
+
+def least_recomputation(model: Transformer, setup: Setup) -> tuple[str, Stage, Fraction] | None:
+    """The least recomputation (none, then selective, then full) that lets some stage fit
+    `setup.gpu_memory`, the lowest stage that then fits, and the bytes per GPU it needs; None if none does."""
+    checks.instance("model", model, Transformer, "an activations.Transformer")
+    held = memory.per_stage(setup)
+    for recompute in RECOMPUTE:
+        act = activation_bytes(model, recompute)
+        stage = memory.lowest_fitting(held, setup.gpu_memory, act)
+        if stage is not None:
+            return recompute, stage, held[stage].total + act
+    return None
 
 
 #: GPT-2 XL (1.5 B), the ZeRO paper's activation example: sequence 1K, batch 32.

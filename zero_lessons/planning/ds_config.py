@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from . import checks
-from .stages import Stage, as_stage
-
-#: What can be offloaded, from least to most.
-OFFLOADS = ("none", "optimizer", "optimizer+parameters")
+from .. import checks
+from ..stages import StageLike
+from .offload import rule
 
 
-def zero_config(stage: Stage | int | str, offload: str = "none", *, micro_batch: int = 1,
+def zero_config(stage: StageLike, offload: str = "none", *, micro_batch: int = 1,
                 nvme_path: str | None = None) -> dict:
     """A DeepSpeed config dict with `zero_optimization` for `stage`, bf16, and the requested offload."""
-    stage, offload = as_stage(stage), checks.choice("offload", offload, OFFLOADS)
+    stage, offload = rule(stage, offload)  # the offload rules, stated once in `offload`
     micro_batch = checks.whole("micro_batch", micro_batch, high=10**6)
     if nvme_path is not None:
         checks.instance("nvme_path", nvme_path, str, "a path such as '/local_nvme', or None")
-    if offload != "none" and stage is Stage.DP:
-        raise ValueError("offload needs a partitioned optimizer: stage must be 1, 2 or 3 to offload")
-    if offload == "optimizer+parameters" and stage is not Stage.ZERO3:
-        raise ValueError(f"parameter offload needs stage 3, got {stage.label}")
     device = {"device": "nvme", "nvme_path": nvme_path} if nvme_path else {"device": "cpu"}
     zero: dict = {"stage": int(stage), "overlap_comm": True, "contiguous_gradients": True}
     if offload != "none":

@@ -1,0 +1,154 @@
+"""CPU and NVMe offload as a first model: capacity gained on the GPU, bytes paid on the PCIe link.
+
+Assumptions, stated once:
+- Optimizer offload (ZeRO-Offload) moves each GPU's optimizer shard to host memory, and the
+  CPU runs the optimizer step. Every step, the GPU sends its gradient shard down and receives
+  its updated weight shard back.
+- Parameter offload (ZeRO-Infinity, stage 3 only) also keeps the weight shard off the GPU, so
+  it crosses the link again in the forward and in the backward pass.
+- Only model state is counted; pinned buffers and activations are left out. DeepSpeed's own
+  estimator counts more on the host (`deepspeed_host`), and a plan should fit both counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .. import checks, memory, recipes, units
+from ..inputs import Setup
+from ..memory import Breakdown
+from ..recipes import MIXED_ADAM, RecipeLike
+from ..stages import Stage, StageLike, as_stage
+from . import ds_estimator
+
+#: Fastest compute rate `compute_time` accepts: a zettaflop per second (one GPU today does about 10**15).
+MAX_FLOPS = 10**21
+#: Most tokens in one step that `compute_time` accepts.
+MAX_TOKENS = 10**15
+#: What can be offloaded, from least to most.
+OFFLOADS = ("none", "optimizer", "optimizer+parameters")
+#: Offload choices in the order a planner tries them, least first: (stage, what is offloaded).
+ORDER = ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "optimizer+parameters"))
+
+
+def rule(stage: StageLike, offload: str) -> tuple[Stage, str]:
+    """`stage` and `offload`, if DeepSpeed can combine them: offload needs a partitioned optimizer,
+    and parameter offload needs stage 3."""
+    stage, offload = as_stage(stage), checks.choice("offload", offload, OFFLOADS)
+    if offload != "none" and stage is Stage.DP:
+        raise ValueError("offload needs a partitioned optimizer: stage must be 1, 2 or 3, got 0")
+    if offload == "optimizer+parameters" and stage is not Stage.ZERO3:
+        raise ValueError(f"parameter offload needs stage 3, got {stage.label}")
+    return stage, offload
+
+
+def _split(setup: Setup, stage: Stage, offload: str) -> tuple[Breakdown, Breakdown]:
+    """Per-GPU bytes (left on the GPU, moved to the host) for a checked setup and an allowed combination."""
+    held = memory.breakdown(setup, stage)
+    weights_moved = held.weights if offload == "optimizer+parameters" else Fraction(0)
+    return (Breakdown(held.weights - weights_moved, held.gradients, Fraction(0)),
+            Breakdown(weights_moved, Fraction(0), held.optimizer))
+
+
+def offloaded(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM,
+              *, parameters: bool = False) -> tuple[Breakdown, Breakdown]:
+    """Per-GPU bytes (left on the GPU, moved to CPU or NVMe) with the optimizer state offloaded."""
+    what = "optimizer+parameters" if checks.flag("parameters", parameters) else "optimizer"
+    stage, what = rule(stage, what)
+    return _split(Setup(params, gpus, recipe), stage, what)
+
+
+def link_bytes(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM,
+               *, parameters: bool = False) -> Fraction:
+    """Bytes one GPU moves over its host link per step: gradient shard down, weight shard up.
+
+    With parameter offload the weight shard crosses twice more, for the forward and the backward pass.
+    """
+    offloaded(params, gpus, stage, recipe, parameters=parameters)  # validates the combination
+    recipe, shard = recipes.get(recipe), memory.shard_elements(params, gpus)
+    trips = 3 if parameters else 1
+    return shard * (recipe.grad_bytes + trips * recipe.weight_bytes)
+
+
+def link_time(params: int, gpus: int, stage: StageLike, bandwidth, recipe: RecipeLike = MIXED_ADAM,
+              *, parameters: bool = False) -> Fraction:
+    """Seconds per step on the host link at `bandwidth` ("25 GB/s" is read too), with no overlap."""
+    rate = units.as_rate("bandwidth", bandwidth)
+    return link_bytes(params, gpus, stage, recipe, parameters=parameters) / rate
+
+
+def compute_time(params: int, tokens: int, flops_per_second) -> Fraction:
+    """Seconds of GPU compute for one step over `tokens` tokens: about 6·Ψ FLOPs per token (forward and
+    backward)."""
+    rate = checks.amount("flops_per_second", flops_per_second, positive=True,
+                         high=(MAX_FLOPS, "10**21 FLOP/s (a zettaflop per second)"))
+    return Fraction(6 * checks.params(params) * checks.whole("tokens", tokens, high=MAX_TOKENS)) / rate
+
+
+def capacity(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM, *,
+             parameters: bool = False, gpus_per_node: int = 8, target: str = "cpu") -> dict[str, Fraction]:
+    """Bytes needed per GPU, and per node on the host (`target="cpu"`) or on NVMe (`target="nvme"`).
+
+    With NVMe as the target the offloaded state lives on the drive; the host's pinned staging
+    buffers are left out, as everywhere in this model.
+    """
+    checks.choice("target", target, ("cpu", "nvme"))
+    on_gpu, off_gpu = offloaded(params, gpus, stage, recipe, parameters=parameters)
+    per_node = off_gpu.total * min(checks.gpus_per_node(gpus_per_node), checks.gpus(gpus))
+    return {"gpu": on_gpu.total, "cpu_per_node": per_node if target == "cpu" else Fraction(0),
+            "nvme_per_node": per_node if target == "nvme" else Fraction(0)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An offload choice and what it costs, by the paper's count."""
+
+    stage: Stage  #: the stage it runs under
+    offload: str  #: "optimizer" or "optimizer+parameters"
+    gpu: Fraction  #: bytes per GPU: what stays on the GPU, plus the activations
+    host: Fraction  #: bytes of host memory per node: the offloaded shards of the GPUs that share it
+
+
+def plans(setup: Setup, activations: Fraction, gpus_per_node: int) -> tuple[Plan, ...]:
+    """Every choice in ORDER, least first, with its GPU and host bytes (the paper's count)."""
+    checks.instance("setup", setup, Setup, "an inputs.Setup")
+    checks.instance("activations", activations, (int, Fraction), "bytes as an int or Fraction")
+    sharing = min(checks.gpus_per_node(gpus_per_node), setup.gpus)
+    out = []
+    for stage, what in ORDER:
+        on_gpu, off_gpu = _split(setup, stage, what)
+        out.append(Plan(stage, what, on_gpu.total + activations, off_gpu.total * sharing))
+    return tuple(out)
+
+
+def least(setup: Setup, activations: Fraction, host: Fraction, gpus_per_node: int) -> Plan | None:
+    """The first plan in ORDER whose GPU part fits `setup.gpu_memory` and whose host part fits `host`."""
+    checks.instance("host", host, (int, Fraction), "bytes as an int or Fraction")
+    checks.instance("setup.gpu_memory", getattr(setup, "gpu_memory", None), (int, Fraction), "bytes per GPU")
+    return next((p for p in plans(setup, activations, gpus_per_node)
+                 if p.gpu <= setup.gpu_memory and p.host <= host), None)
+
+
+def deepspeed_host(setup: Setup, stage: Stage, offload: str, gpus_per_node: int) -> int:
+    """Host bytes per node DeepSpeed's own estimator gives for an offload (zero.Init on, buffer factor 1.5).
+
+    Its host figure under offload does not depend on the largest layer, so none is needed.
+    """
+    checks.instance("setup", setup, Setup, "an inputs.Setup")
+    stage, offload = rule(stage, offload)
+    if offload == "none":
+        raise ValueError("offload must be optimizer or optimizer+parameters for a host estimate, got 'none'")
+    per_node = min(checks.gpus_per_node(gpus_per_node), setup.gpus)
+    nodes = node_count(setup.gpus, per_node)
+    if stage is not Stage.ZERO3:  # DeepSpeed's stage 1 and 2 share one estimator
+        return ds_estimator.zero2(setup.params, per_node, nodes, cpu_offload=True).cpu_bytes
+    return ds_estimator.zero3(setup.params, 0, per_node, nodes, cpu_offload=True, zero_init=True,
+                              cpu_offload_params=offload == "optimizer+parameters").cpu_bytes
+
+
+def node_count(gpus: int, gpus_per_node: int) -> int:
+    """Nodes that `gpus` GPUs fill, a part-filled last one included (within the estimators' million GPUs)."""
+    gpus, per_node = checks.gpus(gpus), checks.gpus_per_node(gpus_per_node)
+    per_node = min(per_node, gpus)
+    return min(memory.ceil_div(gpus, per_node), checks.MAX_GPUS // per_node)
