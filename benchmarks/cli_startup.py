@@ -32,9 +32,11 @@ def main(rounds: int = 30) -> None:
     for _ in range(rounds):
         cli.append(seconds(CLI))
         base.append(seconds(BASE))
-    ratios = [c / b for c, b in zip(cli, base)]
-    print(f"cli median {statistics.median(cli) * 1000:.1f} ms, import fractions median "
-          f"{statistics.median(base) * 1000:.1f} ms, median ratio {statistics.median(ratios):.2f} (target ≤ 2)")
+    ratios = [c / b for c, b in zip(cli, base, strict=True)]
+    print(
+        f"cli median {statistics.median(cli) * 1000:.1f} ms, import fractions median "
+        f"{statistics.median(base) * 1000:.1f} ms, median ratio {statistics.median(ratios):.2f} (target ≤ 2)"
+    )
 
 
 if __name__ == "__main__":

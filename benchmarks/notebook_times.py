@@ -18,7 +18,9 @@ def seconds(path: pathlib.Path) -> float:
     """Wall time to execute one notebook top to bottom, kernel start included."""
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     return time.perf_counter() - start
 
 

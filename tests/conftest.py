@@ -19,8 +19,16 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: test file name prefix -> the marker its tests carry (`make check` leaves these out)
 TIERS = {"test_lab": "lab", "test_browser": "browser", "test_book": "book"}
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def pytest_collection_modifyitems(items) -> None:
@@ -79,8 +87,11 @@ CHROMIUM = tool("system_deps").CHROMIUM_PATH
 
 def need_chromium() -> None:
     """Debian's Chromium, which the browser and book tests drive."""
-    need(str(CHROMIUM), CHROMIUM.exists(),
-         "apt-get install -y chromium chromium-driver; `make test` does it when run as root")
+    need(
+        str(CHROMIUM),
+        CHROMIUM.exists(),
+        "apt-get install -y chromium chromium-driver; `make test` does it when run as root",
+    )
 
 
 def need_module(name: str, how: str = "`make test` installs it with the lab extra"):

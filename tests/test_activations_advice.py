@@ -32,8 +32,9 @@ def test_recomputation_only_shrinks_activations():
     assert sizes == sorted(sizes, reverse=True)
 
 
-@pytest.mark.parametrize("kwargs, words", [({"heads": 7}, "divisible"), ({"layers": 0}, "layers"),
-                                           ({"seq_len": 2.0}, "seq_len")])
+@pytest.mark.parametrize(
+    "kwargs, words", [({"heads": 7}, "divisible"), ({"layers": 0}, "layers"), ({"seq_len": 2.0}, "seq_len")]
+)
 def test_transformer_rejects_bad_shapes(kwargs, words):
     with pytest.raises((ValueError, TypeError), match=words):
         Transformer(**({"layers": 2, "hidden": 64, "heads": 4, "seq_len": 16, "micro_batch": 1} | kwargs))

@@ -1,4 +1,4 @@
-"""The advisor's offload step, the DeepSpeed configs it emits (checked by DeepSpeed's own schema), and its CLI."""
+"""The advisor's offload step, its DeepSpeed configs (checked by DeepSpeed's own schema), and its CLI."""
 
 import json
 import subprocess
@@ -37,8 +37,12 @@ def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
     assert "27 bytes per parameter across the hosts, where the paper counts 14" in why
     estimate = ds_estimator.zero3(70 * 10**9, 0, 8, cpu_offload=True, cpu_offload_params=True)
     assert estimate.cpu_bytes == 1890 * GB
-    assert "DeepSpeed's accounting does not fit" in cli("advise", "--params", "70B", "--gpus", "8",
-                                                        "--gpu-memory", "24GB", "--cpu-memory", "1TB").stdout
+    assert (
+        "DeepSpeed's accounting does not fit"
+        in cli(
+            "advise", "--params", "70B", "--gpus", "8", "--gpu-memory", "24GB", "--cpu-memory", "1TB"
+        ).stdout
+    )
 
 
 def test_the_offload_order_is_stated_once_and_both_counts_are_checked():
@@ -64,8 +68,9 @@ def test_thin_headroom_and_activations_left_at_zero_are_flagged():
 
 def test_advice_says_which_ranking_it_follows():
     pick = advise(7_500_000_000, 8, "80GB")
-    assert pick.ranking.startswith("Ranking: the ZeRO paper's. Stages 0-2 send 2Ψ per GPU per step and "
-                                   "stage 3 sends 3Ψ")
+    assert pick.ranking.startswith(
+        "Ranking: the ZeRO paper's. Stages 0-2 send 2Ψ per GPU per step and stage 3 sends 3Ψ"
+    )
     assert "Under DeepSpeed's defaults ZeRO-1/2 send about 3Ψ" in pick.ranking
     assert repr(pick).endswith(pick.ranking) and pick.to_dict()["ranking"] == pick.ranking
 
@@ -73,7 +78,9 @@ def test_advice_says_which_ranking_it_follows():
 def test_zero_offload_when_stage_two_with_host_optimizer_fits():
     pick = advise(7_500_000_000, 8, "16GB", cpu_memory="256GB")  # stage 3's 15 GB fits: no offload needed
     assert (pick.stage, pick.offload) == (Stage.ZERO3, "none")
-    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB")  # stage 3 needs 30 GB; ZeRO-Offload needs 18.75
+    pick = advise(
+        7_500_000_000, 4, "20GB", cpu_memory="256GB"
+    )  # stage 3 needs 30 GB; ZeRO-Offload needs 18.75
     assert (pick.stage, pick.offload) == (Stage.ZERO2, "optimizer")
 
 
@@ -87,8 +94,19 @@ def test_nothing_fits_without_host_memory_or_with_too_little():
     assert pick.reasons[-1] == last
 
 
-@pytest.mark.parametrize("stage, what", [(0, "none"), (1, "none"), (2, "none"), (3, "none"), (1, "optimizer"),
-                                         (2, "optimizer"), (3, "optimizer"), (3, "optimizer+parameters")])
+@pytest.mark.parametrize(
+    "stage, what",
+    [
+        (0, "none"),
+        (1, "none"),
+        (2, "none"),
+        (3, "none"),
+        (1, "optimizer"),
+        (2, "optimizer"),
+        (3, "optimizer"),
+        (3, "optimizer+parameters"),
+    ],
+)
 def test_config_shape(stage, what):
     zero = ds_config.zero_config(stage, what)["zero_optimization"]
     assert zero["stage"] == stage
@@ -96,9 +114,14 @@ def test_config_shape(stage, what):
     assert ("offload_param" in zero) == (what == "optimizer+parameters")
 
 
-@pytest.mark.parametrize("stage, what, words", [(0, "optimizer", "stage must be 1, 2 or 3"),
-                                                (2, "optimizer+parameters", "parameter offload needs stage 3"),
-                                                (2, "gpu", "offload must be one of")])
+@pytest.mark.parametrize(
+    "stage, what, words",
+    [
+        (0, "optimizer", "stage must be 1, 2 or 3"),
+        (2, "optimizer+parameters", "parameter offload needs stage 3"),
+        (2, "gpu", "offload must be one of"),
+    ],
+)
 def test_config_rejects_impossible_choices(stage, what, words):
     with pytest.raises(ValueError, match=words):
         ds_config.zero_config(stage, what)
@@ -108,9 +131,21 @@ def _deepspeed_schema():
     need_module("deepspeed.runtime.zero.config")
 
 
-@pytest.mark.parametrize("stage, what", [(0, "none"), (1, "none"), (2, "none"), (3, "none"), (1, "optimizer"),
-                                         (2, "optimizer"), (3, "optimizer"), (3, "optimizer+parameters")])
+@pytest.mark.parametrize(
+    "stage, what",
+    [
+        (0, "none"),
+        (1, "none"),
+        (2, "none"),
+        (3, "none"),
+        (1, "optimizer"),
+        (2, "optimizer"),
+        (3, "optimizer"),
+        (3, "optimizer+parameters"),
+    ],
+)
 @pytest.mark.parametrize("nvme", [None, "/local_nvme"])
+@pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
 def test_every_emitted_config_validates_in_deepspeed(stage, what, nvme):
     _deepspeed_schema()
     parsed = ds_config.validate(ds_config.zero_config(stage, what, nvme_path=nvme))
@@ -119,12 +154,19 @@ def test_every_emitted_config_validates_in_deepspeed(stage, what, nvme):
         assert parsed.offload_optimizer.device == ("nvme" if nvme else "cpu")
 
 
+@pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
 def test_advisor_configs_validate_in_deepspeed():
     _deepspeed_schema()
-    for case in [(7_500_000_000, 8, "80GB"), (13 * 10**9, 8, "40GB"), (70 * 10**9, 8, "24GB"), (7_500_000_000, 4, "20GB")]:
+    for case in [
+        (7_500_000_000, 8, "80GB"),
+        (13 * 10**9, 8, "40GB"),
+        (70 * 10**9, 8, "24GB"),
+        (7_500_000_000, 4, "20GB"),
+    ]:
         ds_config.validate(advise(*case, cpu_memory="1TB").ds_config())
 
 
+@pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
 def test_deepspeed_rejects_an_invalid_config():
     _deepspeed_schema()
     config = ds_config.zero_config(2)
@@ -134,12 +176,25 @@ def test_deepspeed_rejects_an_invalid_config():
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "zero_lessons", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "zero_lessons", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_cli_advise_json_and_config_file(tmp_path):
     target = tmp_path / "ds.json"
-    out = cli("advise", "--params", "13B", "--gpus", "8", "--gpu-memory", "40GB", "--json", "--ds-config", str(target))
+    out = cli(
+        "advise",
+        "--params",
+        "13B",
+        "--gpus",
+        "8",
+        "--gpu-memory",
+        "40GB",
+        "--json",
+        "--ds-config",
+        str(target),
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert (data["stage"], data["rule"], data["offload"]) == (3, "stage-3-or-more-gpus", "none")
@@ -150,10 +205,20 @@ def test_cli_advise_json_and_config_file(tmp_path):
 def test_cli_advise_text_and_errors():
     out = cli("advise", "--params", "70B", "--gpus", "8", "--gpu-memory", "24GB", "--cpu-memory", "1TB")
     assert out.returncode == 0 and "with optimizer+parameters offload" in out.stdout
-    for args, flag in [(["--gpu-memory", "lots"], "--gpu-memory"), (["--activations", "-1GB"], "--activations"),
-                       (["--ds-config", "/nonexistent/dir/ds.json"], "--ds-config")]:
-        bad = cli("advise", "--params", "13B", "--gpus", "8", *(["--gpu-memory", "40GB"] if args[0] != "--gpu-memory" else []),
-                  *args)
+    for args, flag in [
+        (["--gpu-memory", "lots"], "--gpu-memory"),
+        (["--activations", "-1GB"], "--activations"),
+        (["--ds-config", "/nonexistent/dir/ds.json"], "--ds-config"),
+    ]:
+        bad = cli(
+            "advise",
+            "--params",
+            "13B",
+            "--gpus",
+            "8",
+            *(["--gpu-memory", "40GB"] if args[0] != "--gpu-memory" else []),
+            *args,
+        )
         assert bad.returncode == 2 and flag in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
 
 

@@ -50,8 +50,12 @@ def part(module: str) -> str:
 def imports(module: str) -> list[tuple[str, str, int, bool]]:
     """Every import in `module`: (module imported, name taken from it or "", line, at module level)."""
     package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-    inside = {id(n) for f in ast.walk(TREES[module]) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-              for n in ast.walk(f)}
+    inside = {
+        id(n)
+        for f in ast.walk(TREES[module])
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in ast.walk(f)
+    }
     found = []
     for node in ast.walk(TREES[module]):
         top = id(node) not in inside
@@ -93,33 +97,56 @@ def closure(start: str) -> set[str]:
 def test_the_command_line_never_loads_a_heavy_library():
     loaded = closure("zero_lessons.cli") | {m for m in MODULES if m.startswith("zero_lessons.cli")}
     assert {"zero_lessons.cli.grammar", "zero_lessons.present.table", "zero_lessons.memory"} <= loaded
-    heavy = [f"{module}:{line} imports {target}" for module in sorted(loaded)
-             for target, _, line, _ in imports(module) if target.split(".")[0] in HEAVY]
+    heavy = [
+        f"{module}:{line} imports {target}"
+        for module in sorted(loaded)
+        for target, _, line, _ in imports(module)
+        if target.split(".")[0] in HEAVY
+    ]
     assert heavy == []  # at module level or inside a function, in the CLI and everything it loads
 
 
 def test_no_module_takes_a_private_name_from_another():
     private = []
     for module in MODULES:
-        private += [f"{module}:{line} takes {target}.{name}" for target, name, line, _ in imports(module)
-                    if name.startswith("_") and not name.startswith("__")]
-        modules_here = {alias.asname or alias.name for node in ast.walk(TREES[module])
-                        if isinstance(node, ast.ImportFrom) for alias in node.names
-                        if f"{node.module or ''}".split(".")[-1] != alias.name}
+        private += [
+            f"{module}:{line} takes {target}.{name}"
+            for target, name, line, _ in imports(module)
+            if name.startswith("_") and not name.startswith("__")
+        ]
+        modules_here = {
+            alias.asname or alias.name
+            for node in ast.walk(TREES[module])
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+            if f"{node.module or ''}".split(".")[-1] != alias.name
+        }
         short = {m.rpartition(".")[2] for m in MODULES} & modules_here
-        private += [f"{module}:{node.lineno} reads {node.value.id}.{node.attr}"
-                    for node in ast.walk(TREES[module])
-                    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in short and node.attr[:1] == "_" and node.attr[:2] != "__"]
+        private += [
+            f"{module}:{node.lineno} reads {node.value.id}.{node.attr}"
+            for node in ast.walk(TREES[module])
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in short
+            and node.attr[:1] == "_"
+            and node.attr[:2] != "__"
+        ]
     assert private == []
 
 
 def test_modules_and_functions_stay_small():
-    long = [f"{m}: {len(p.read_text().splitlines())} lines" for m, p in MODULES.items()
-            if len(p.read_text().splitlines()) > MAX_MODULE_LINES]
-    long += [f"{m}.{node.name}: {node.end_lineno - node.lineno + 1} lines" for m, tree in TREES.items()
-             for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    long = [
+        f"{m}: {len(p.read_text().splitlines())} lines"
+        for m, p in MODULES.items()
+        if len(p.read_text().splitlines()) > MAX_MODULE_LINES
+    ]
+    long += [
+        f"{m}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+        for m, tree in TREES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
     assert long == []
 
 
@@ -130,8 +157,11 @@ def test_the_package_root_loads_the_core_only():
 
 def test_sub_packages_export_a_few_names():
     for name in ("present", "explorer", "planning", "lab", "workshop", "run"):
-        exported = next(ast.literal_eval(node.value) for node in TREES[f"zero_lessons.{name}"].body
-                        if isinstance(node, ast.Assign) and node.targets[0].id == "__all__")
+        exported = next(
+            ast.literal_eval(node.value)
+            for node in TREES[f"zero_lessons.{name}"].body
+            if isinstance(node, ast.Assign) and node.targets[0].id == "__all__"
+        )
         assert len(exported) <= 12, (name, exported)
 
 
@@ -168,8 +198,15 @@ def counted():
 def test_one_explorer_update_checks_each_input_once_and_computes_each_quantity_once(counted):
     settings = views.Settings()  # the defaults: the article's 7.5B on 8 x 80 GB
     view = views.compute_view(settings)
-    shown = [view.table.to_html(), view.verdict, views.plot_memory_bars(view), views.plot_scaling(view),
-             views.plot_comm(view), views.comm_html(view), views.advice_html(view)]
+    shown = [
+        view.table.to_html(),
+        view.verdict,
+        views.plot_memory_bars(view),
+        views.plot_scaling(view),
+        views.plot_comm(view),
+        views.comm_html(view),
+        views.advice_html(view),
+    ]
     assert all(shown)
     calls = {key: wrapped.call_count for key, wrapped in counted.items()}
     # Each input once, in Settings (through its Setup): Ψ, N_d, the recipe, the memory per GPU, the link.

@@ -32,8 +32,13 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def site():
     """Build the book, and serve it on 127.0.0.1 for the module's tests; stop the server afterwards."""
-    build = subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py")], cwd=ROOT, capture_output=True,
-                           text=True, timeout=600)
+    build = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_book.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     print("\n" + build.stdout.strip().splitlines()[-1])
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(SITE)))
@@ -95,10 +100,19 @@ def test_explorer_page_shows_the_saved_widget_once(open_page):
     assert page.blocked == []
 
 
-@pytest.mark.parametrize("path", ["index.html", "notebooks/01_the_training_state.html", "notebooks/03_communication.html",
-                                  "notebooks/04_choosing_a_stage.html", "notebooks/06_deepspeed_in_practice.html",
-                                  "notebooks/07_lab_measure_it.html",
-                                  "notebooks/08_workshop_exercises.html", "docs/instructor.html"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "index.html",
+        "notebooks/01_the_training_state.html",
+        "notebooks/03_communication.html",
+        "notebooks/04_choosing_a_stage.html",
+        "notebooks/06_deepspeed_in_practice.html",
+        "notebooks/07_lab_measure_it.html",
+        "notebooks/08_workshop_exercises.html",
+        "docs/instructor.html",
+    ],
+)
 def test_every_page_loads_offline(open_page, path):
     page = open_page(path)
     assert page.locator("article h1").count() >= 1

@@ -1,4 +1,4 @@
-"""The explorer in a real browser: JupyterLab and Voila on 127.0.0.1, driven by Playwright in Debian's Chromium.
+"""The explorer in a real browser: JupyterLab and Voila on 127.0.0.1, driven by Playwright in Chromium.
 
 Every server and browser started here is stopped here, on failure too. Requests to any host
 other than 127.0.0.1 are blocked and recorded, and the tests assert that none was needed.
@@ -40,11 +40,15 @@ class Server:
     """A Jupyter or Voila server in its own process group, stopped on exit whatever happens."""
 
     def __init__(self, args: list[str], ready_url: str | None, port: int, workdir: pathlib.Path):
-        env = os.environ | {"JUPYTER_CONFIG_DIR": str(workdir / "config"), "JUPYTER_RUNTIME_DIR": str(workdir / "run"),
-                            "JUPYTER_PATH": str(ROOT / "share" / "jupyter")}  # the project's offline Voila template
+        env = os.environ | {
+            "JUPYTER_CONFIG_DIR": str(workdir / "config"),
+            "JUPYTER_RUNTIME_DIR": str(workdir / "run"),
+            "JUPYTER_PATH": str(ROOT / "share" / "jupyter"),
+        }  # the project's offline Voila template
         self.log = (workdir / "server.log").open("w")
-        self.proc = subprocess.Popen(args, cwd=workdir, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            args, cwd=workdir, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             self._wait(ready_url, port)
         except BaseException:
@@ -121,12 +125,14 @@ def check_explorer(page, name: str) -> list[float]:
     page.evaluate("""() => { window.__keys = [];
         document.addEventListener('keydown', () => window.__keys.push(performance.now()), true); }""")
     latencies = []
-    for gpus in GPU_STEPS[GPU_STEPS.index(8) + 1:][:10]:  # each ArrowRight moves to the next stop
+    for gpus in GPU_STEPS[GPU_STEPS.index(8) + 1 :][:10]:  # each ArrowRight moves to the next stop
         expected = expected_zero3(gpus, 7_500_000_000)
         page.evaluate("""() => { window.__seen = null;
-            new MutationObserver((_, obs) => { const rows = document.querySelectorAll('.zero-explorer table.zero-table tr');
+            new MutationObserver((_, obs) => {
+                const rows = document.querySelectorAll('.zero-explorer table.zero-table tr');
                 if (rows.length > 4 && window.__want && rows[4].children[5].textContent === window.__want) {
-                    window.__seen = performance.now(); obs.disconnect(); } }).observe(document.body, {subtree: true, childList: true, characterData: true}); }""")
+                    window.__seen = performance.now(); obs.disconnect(); } })
+                .observe(document.body, {subtree: true, childList: true, characterData: true}); }""")
         page.evaluate("want => { window.__want = want; }", expected)
         page.keyboard.press("ArrowRight")
         page.wait_for_function("() => window.__seen !== null", timeout=20_000)
@@ -136,14 +142,19 @@ def check_explorer(page, name: str) -> list[float]:
     box.fill("13B")
     box.press("Enter")
     expected = expected_zero3(gpus, 13 * 10**9)
-    page.wait_for_function("want => { const r = document.querySelectorAll('.zero-explorer table.zero-table tr');"
-                           " return r.length > 4 && r[4].children[5].textContent === want; }", arg=expected,
-                           timeout=20_000)
+    page.wait_for_function(
+        "want => { const r = document.querySelectorAll('.zero-explorer table.zero-table tr');"
+        " return r.length > 4 && r[4].children[5].textContent === want; }",
+        arg=expected,
+        timeout=20_000,
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"explorer-{name}.png"), full_page=True)
     assert page.blocked == [], f"external requests were attempted: {page.blocked}"
-    print(f"\n{name}: keypress → table updated, median {statistics.median(latencies):.0f} ms "
-          f"over {len(latencies)} presses (max {max(latencies):.0f} ms)")
+    print(
+        f"\n{name}: keypress → table updated, median {statistics.median(latencies):.0f} ms "
+        f"over {len(latencies)} presses (max {max(latencies):.0f} ms)"
+    )
     return latencies
 
 
@@ -154,19 +165,40 @@ def test_explorer_in_jupyterlab(workdir, page):
     tracker = lab / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True, exist_ok=True)
     tracker.write_text('{"windowingMode": "none"}')
-    server = Server([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-                     f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={workdir}",
-                     f"--LabApp.user_settings_dir={lab / 'settings'}", f"--LabApp.workspaces_dir={lab / 'workspaces'}",
-                     "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-                     "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate"],
-                    f"http://127.0.0.1:{port}/api/status?token={token}", port, workdir)
+    server = Server(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            "--allow-root",
+            f"--ServerApp.root_dir={workdir}",
+            f"--LabApp.user_settings_dir={lab / 'settings'}",
+            f"--LabApp.workspaces_dir={lab / 'workspaces'}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
+        ],
+        f"http://127.0.0.1:{port}/api/status?token={token}",
+        port,
+        workdir,
+    )
     try:
         page.goto(f"http://127.0.0.1:{port}/lab/tree/05_explorer.ipynb?token={token}")
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext.session", timeout=120_000)
-        page.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
-                               ".status === 'idle'", timeout=120_000)
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+            " && window.jupyterapp.shell.currentWidget.sessionContext"
+            " && window.jupyterapp.shell.currentWidget.sessionContext.session",
+            timeout=120_000,
+        )
+        page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'",
+            timeout=120_000,
+        )
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         check_explorer(page, "jupyterlab")
     finally:
@@ -175,9 +207,22 @@ def test_explorer_in_jupyterlab(workdir, page):
 
 def test_explorer_in_voila(workdir, page):
     port, token = free_port(), secrets.token_hex(16)
-    server = Server([sys.executable, "-m", "voila", str(workdir / "05_explorer.ipynb"), "--no-browser",
-                     f"--port={port}", "--Voila.ip=127.0.0.1", f"--token={token}", "--template=zero-offline"],
-                    None, port, workdir)  # Voila runs the notebook on each page load, so probe the port only
+    server = Server(
+        [
+            sys.executable,
+            "-m",
+            "voila",
+            str(workdir / "05_explorer.ipynb"),
+            "--no-browser",
+            f"--port={port}",
+            "--Voila.ip=127.0.0.1",
+            f"--token={token}",
+            "--template=zero-offline",
+        ],
+        None,
+        port,
+        workdir,
+    )  # Voila runs the notebook on each page load, so probe the port only
     try:
         page.goto(f"http://127.0.0.1:{port}/?token={token}")
         check_explorer(page, "voila")

@@ -40,14 +40,17 @@ def test_bytes_and_time_at_a_bandwidth():
     assert comm.step_time(PSI, 8, 3, 25 * 10**9, dtype=2) == Fraction(9, 5)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: comm.volume_bytes(PSI, 8, 0, "fp12"), "dtype must be one of"),
-    (lambda: comm.volume_bytes(PSI, 8, 0, 0), "dtype bytes"),
-    (lambda: comm.step_time(PSI, 8, 0, 0), "bandwidth must be a number > 0"),
-    (lambda: comm.step_time(PSI, 8, 0, float("nan")), "bandwidth must be a finite"),
-    (lambda: comm.volume_elements(PSI, 8, 5), "stage must be"),
-    (lambda: comm.ring_factor(0), "gpus must be"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: comm.volume_bytes(PSI, 8, 0, "fp12"), "dtype must be one of"),
+        (lambda: comm.volume_bytes(PSI, 8, 0, 0), "dtype bytes"),
+        (lambda: comm.step_time(PSI, 8, 0, 0), "bandwidth must be a number > 0"),
+        (lambda: comm.step_time(PSI, 8, 0, float("nan")), "bandwidth must be a finite"),
+        (lambda: comm.volume_elements(PSI, 8, 5), "stage must be"),
+        (lambda: comm.ring_factor(0), "gpus must be"),
+    ],
+)
 def test_bad_communication_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()

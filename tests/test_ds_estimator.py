@@ -1,4 +1,4 @@
-"""The package's re-derivation of DeepSpeed's estimators, checked against DeepSpeed itself when it is installed."""
+"""The package's re-derivation of DeepSpeed's estimators, checked against DeepSpeed itself when installed."""
 
 import contextlib
 import io
@@ -15,7 +15,8 @@ PSI = 7_500_000_000
 
 
 def test_zero2_is_the_paper_with_fp32_gradients_added():
-    # Without offload, DeepSpeed's stage 2 equals the paper's formula for 2 + 2 + 16 bytes (the 20-byte count).
+    # Without offload, DeepSpeed's stage 2 equals the paper's formula for 2 + 2 + 16 bytes
+    # (the 20-byte count).
     for gpus in (1, 8, 64):
         ds = ds_estimator.zero2(PSI, gpus, cpu_offload=False)
         assert ds.gpu_bytes == memory.per_gpu(PSI, gpus, 2, recipes.INFINITY_20).total
@@ -39,18 +40,31 @@ def test_all_cold_rows_follow_deepspeed_order():
     assert len(ds_estimator.zero2_all_cold(PSI, 8)) == 2
     rows = ds_estimator.zero3_all_cold(PSI, 10**8, 8)
     assert [r.options for r in rows] == [
-        "offload_param=cpu , offload_optimizer=cpu , zero_init=1", "offload_param=cpu , offload_optimizer=cpu , zero_init=0",
-        "offload_param=none, offload_optimizer=cpu , zero_init=1", "offload_param=none, offload_optimizer=cpu , zero_init=0",
-        "offload_param=none, offload_optimizer=none, zero_init=1", "offload_param=none, offload_optimizer=none, zero_init=0"]
+        "offload_param=cpu , offload_optimizer=cpu , zero_init=1",
+        "offload_param=cpu , offload_optimizer=cpu , zero_init=0",
+        "offload_param=none, offload_optimizer=cpu , zero_init=1",
+        "offload_param=none, offload_optimizer=cpu , zero_init=0",
+        "offload_param=none, offload_optimizer=none, zero_init=1",
+        "offload_param=none, offload_optimizer=none, zero_init=0",
+    ]
 
 
-@pytest.mark.parametrize("call, words", [
-    (lambda: ds_estimator.zero2(0), "params must be"),
-    (lambda: ds_estimator.zero2(PSI, 0), "gpus_per_node must be"),
-    (lambda: ds_estimator.zero2(PSI, 8, 1, additional_buffer_factor=0), "additional_buffer_factor must be a number > 0"),
-    (lambda: ds_estimator.zero3(PSI, PSI + 1), "largest_layer_params must be"),
-    (lambda: ds_estimator.zero3(PSI, 10, cpu_offload=False, cpu_offload_params=True), "cpu_offload_params needs"),
-])
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: ds_estimator.zero2(0), "params must be"),
+        (lambda: ds_estimator.zero2(PSI, 0), "gpus_per_node must be"),
+        (
+            lambda: ds_estimator.zero2(PSI, 8, 1, additional_buffer_factor=0),
+            "additional_buffer_factor must be a number > 0",
+        ),
+        (lambda: ds_estimator.zero3(PSI, PSI + 1), "largest_layer_params must be"),
+        (
+            lambda: ds_estimator.zero3(PSI, 10, cpu_offload=False, cpu_offload_params=True),
+            "cpu_offload_params needs",
+        ),
+    ],
+)
 def test_bad_input(call, words):
     with pytest.raises(ValueError, match=words):
         call()
@@ -63,29 +77,53 @@ def _deepspeed():
 
 # Buffer factors and node counts whose reciprocals are exact in binary: there DeepSpeed's float
 # arithmetic is exact too. (test_deepspeed_float_rounding shows what happens elsewhere.)
-GRID = list(itertools.product([10**6, 1_300_000_000, 6_738_415_616, PSI, 68_976_648_192, 175 * 10**9],
-                              [1, 2, 4, 8], [1, 2, 4, 16], [1, 1.25, 1.5, 2]))
+GRID = list(
+    itertools.product(
+        [10**6, 1_300_000_000, 6_738_415_616, PSI, 68_976_648_192, 175 * 10**9],
+        [1, 2, 4, 8],
+        [1, 2, 4, 16],
+        [1, 1.25, 1.5, 2],
+    )
+)
 
 
+@pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
 def test_equal_to_deepspeed_on_a_grid():
     s12, s3 = _deepspeed()
     compared = 0
     for params, per_node, nodes, factor in GRID:
         for offload in (True, False):
-            ours = ds_estimator.zero2(params, per_node, nodes, cpu_offload=offload, additional_buffer_factor=factor)
-            assert s12.estimate_zero2_model_states_mem_needs(params, per_node, nodes, offload, factor) == \
-                (ours.cpu_bytes, ours.gpu_bytes)
+            ours = ds_estimator.zero2(
+                params, per_node, nodes, cpu_offload=offload, additional_buffer_factor=factor
+            )
+            assert s12.estimate_zero2_model_states_mem_needs(params, per_node, nodes, offload, factor) == (
+                ours.cpu_bytes,
+                ours.gpu_bytes,
+            )
             compared += 1
         layer = params // 40
-        for opt, par, init in [(o, p, i) for o in (True, False) for p in (True, False) if o or not p for i in (True, False)]:
-            ours = ds_estimator.zero3(params, layer, per_node, nodes, cpu_offload=opt, cpu_offload_params=par,
-                                      zero_init=init, additional_buffer_factor=factor)
-            cpu, gpu, _ = s3.estimate_zero3_model_states_mem_needs(params, layer, per_node, nodes, opt, par, init, factor)
+        for opt, par, init in [
+            (o, p, i) for o in (True, False) for p in (True, False) if o or not p for i in (True, False)
+        ]:
+            ours = ds_estimator.zero3(
+                params,
+                layer,
+                per_node,
+                nodes,
+                cpu_offload=opt,
+                cpu_offload_params=par,
+                zero_init=init,
+                additional_buffer_factor=factor,
+            )
+            cpu, gpu, _ = s3.estimate_zero3_model_states_mem_needs(
+                params, layer, per_node, nodes, opt, par, init, factor
+            )
             assert (cpu, gpu) == (ours.cpu_bytes, ours.gpu_bytes)
             compared += 1
     assert compared == len(GRID) * 8 >= 50
 
 
+@pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
 def test_printed_all_cold_tables_match():
     s12, s3 = _deepspeed()
     numbers = lambda text: re.findall(r"(\d+\.\d\d)GB \|\s+(\d+\.\d\d)GB", text)  # noqa: E731
@@ -94,13 +132,18 @@ def test_printed_all_cold_tables_match():
         with contextlib.redirect_stdout(out):
             s12.estimate_zero2_model_states_mem_needs_all_cold(params, per_node, nodes, factor)
             s3.estimate_zero3_model_states_mem_needs_all_cold(params, params // 40, per_node, nodes, factor)
-        ours = [r.line() for r in ds_estimator.zero2_all_cold(params, per_node, nodes, factor)
-                + ds_estimator.zero3_all_cold(params, params // 40, per_node, nodes, factor)]
+        ours = [
+            r.line()
+            for r in ds_estimator.zero2_all_cold(params, per_node, nodes, factor)
+            + ds_estimator.zero3_all_cold(params, params // 40, per_node, nodes, factor)
+        ]
         assert numbers(out.getvalue()) == numbers("\n".join(ours))
 
 
+@pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
 def test_deepspeed_float_rounding():
-    # DeepSpeed multiplies floats: with 3 nodes, 1/3 is inexact, and int() can land one byte below the exact value.
+    # DeepSpeed multiplies floats: with 3 nodes, 1/3 is inexact, and int() can land one byte below
+    # the exact value.
     _, s3 = _deepspeed()
     cpu, _, _ = s3.estimate_zero3_model_states_mem_needs(10**6, 10**4, 1, 3, True, False, True, 1.2)
     exact = ds_estimator.zero3(10**6, 10**4, 1, 3, cpu_offload_params=False, additional_buffer_factor=1.2)

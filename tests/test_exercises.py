@@ -1,4 +1,4 @@
-"""Every exercise accepts its answer in the usual spellings, and typical wrong answers get the intended feedback."""
+"""Every exercise accepts its answer in the usual spellings; typical wrong answers get the right feedback."""
 
 import pytest
 
@@ -12,45 +12,51 @@ def test_there_are_ten_to_fifteen_exercises_with_traps():
     assert {key for ex in EXERCISES.values() for key, _ in ex.traps} <= set(MISTAKES)
 
 
-@pytest.mark.parametrize("exercise_id, answers", [
-    ("article-zero1", [41.25, "41.25", "41.3", "41.25 GB", "41.25GB", "38.417 GiB"]),
-    ("zero2-13b-16", ["37.375 GB", 37.4]),
-    ("zero3-70b-64-gib", ["16.3", "16.298 GiB", "17.5 GB"]),
-    ("dp-megatron-7b", [126, "126 GB"]),
-    ("comm-dp-elements", ["15B", "15e9", 15_000_000_000, "15 billion"]),
-    ("comm-zero3-bytes", ["78", "78 GB"]),
-    ("zero2-ceiling", [8, "8x", "8"]),
-    ("largest-zero3-8x80", ["40B", 40e9, "40 billion"]),
-    ("fewest-gpus-70b", [14, "14"]),
-    ("which-stage-24gb", [3, "ZeRO-3", "z3", "3"]),
-    ("offload-host-node", ["90 GB", 90]),
-    ("offload-link-time", [0.15, "0.15 s", "0.15"]),
-])
+@pytest.mark.parametrize(
+    "exercise_id, answers",
+    [
+        ("article-zero1", [41.25, "41.25", "41.3", "41.25 GB", "41.25GB", "38.417 GiB"]),
+        ("zero2-13b-16", ["37.375 GB", 37.4]),
+        ("zero3-70b-64-gib", ["16.3", "16.298 GiB", "17.5 GB"]),
+        ("dp-megatron-7b", [126, "126 GB"]),
+        ("comm-dp-elements", ["15B", "15e9", 15_000_000_000, "15 billion"]),
+        ("comm-zero3-bytes", ["78", "78 GB"]),
+        ("zero2-ceiling", [8, "8x", "8"]),
+        ("largest-zero3-8x80", ["40B", 40e9, "40 billion"]),
+        ("fewest-gpus-70b", [14, "14"]),
+        ("which-stage-24gb", [3, "ZeRO-3", "z3", "3"]),
+        ("offload-host-node", ["90 GB", 90]),
+        ("offload-link-time", [0.15, "0.15 s", "0.15"]),
+    ],
+)
 def test_right_answers_in_any_spelling(exercise_id, answers):
     for answer in answers:
         feedback = check(exercise_id, answer)
         assert feedback.correct and feedback.message == "Correct.", (answer, feedback.message)
 
 
-@pytest.mark.parametrize("exercise_id, answer, mistake", [
-    ("article-zero1", 41.25 * GB / GiB, "gib-for-gb"),
-    ("article-zero1", "26.25", "forgot-gradients"),  # 2 + 0 + 12/8 per parameter
-    ("article-zero1", "28.125", "stage-confused"),
-    ("article-zero1", "106.875", "wrong-states"),  # gradients divided, optimizer kept whole
-    ("zero3-70b-64-gib", "17.5", "gb-for-gib"),
-    ("dp-megatron-7b", "98", "forgot-gradients"),
-    ("comm-dp-elements", "30B", "bytes-vs-elements"),
-    ("comm-zero3-bytes", "39", "bytes-vs-elements"),
-    ("comm-zero3-bytes", "52", "stage-confused"),
-    ("zero2-ceiling", 4, "stage-confused"),
-    ("largest-zero3-8x80", "42.95B", "gib-for-gb"),
-    ("largest-zero3-8x80", "21.33B", "stage-confused"),
-    ("fewest-gpus-70b", 13, "forgot-gradients"),
-    ("which-stage-24gb", "ZeRO-2", "stage-confused"),
-    ("offload-host-node", 11.25, "per-gpu-not-node"),
-    ("offload-link-time", 1.2, "node-not-per-gpu"),
-    ("offload-link-time", 0.075, "one-direction"),
-])
+@pytest.mark.parametrize(
+    "exercise_id, answer, mistake",
+    [
+        ("article-zero1", 41.25 * GB / GiB, "gib-for-gb"),
+        ("article-zero1", "26.25", "forgot-gradients"),  # 2 + 0 + 12/8 per parameter
+        ("article-zero1", "28.125", "stage-confused"),
+        ("article-zero1", "106.875", "wrong-states"),  # gradients divided, optimizer kept whole
+        ("zero3-70b-64-gib", "17.5", "gb-for-gib"),
+        ("dp-megatron-7b", "98", "forgot-gradients"),
+        ("comm-dp-elements", "30B", "bytes-vs-elements"),
+        ("comm-zero3-bytes", "39", "bytes-vs-elements"),
+        ("comm-zero3-bytes", "52", "stage-confused"),
+        ("zero2-ceiling", 4, "stage-confused"),
+        ("largest-zero3-8x80", "42.95B", "gib-for-gb"),
+        ("largest-zero3-8x80", "21.33B", "stage-confused"),
+        ("fewest-gpus-70b", 13, "forgot-gradients"),
+        ("which-stage-24gb", "ZeRO-2", "stage-confused"),
+        ("offload-host-node", 11.25, "per-gpu-not-node"),
+        ("offload-link-time", 1.2, "node-not-per-gpu"),
+        ("offload-link-time", 0.075, "one-direction"),
+    ],
+)
 def test_typical_wrong_answers_get_the_intended_feedback(exercise_id, answer, mistake):
     feedback = check(exercise_id, answer)
     assert not feedback.correct and feedback.mistake == mistake

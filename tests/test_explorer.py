@@ -24,32 +24,48 @@ from zero_lessons.stages import Stage
 
 def test_default_view_is_the_article():
     view = compute_view(Settings())
-    assert [row.held.total for row in view.table.rows] == [120 * GB, Fraction("41.25") * GB, Fraction("28.125") * GB,
-                                                           15 * GB]
+    assert [row.held.total for row in view.table.rows] == [
+        120 * GB,
+        Fraction("41.25") * GB,
+        Fraction("28.125") * GB,
+        15 * GB,
+    ]
     assert view.verdict == "lowest stage that fits: ZeRO-1 (41.25 GB of 80 GB)"
-    assert [r.elements for r in view.comm] == [communication.volume_elements(7_500_000_000, 8, s, ring=True)
-                                               for s in Stage]
+    assert [r.elements for r in view.comm] == [
+        communication.volume_elements(7_500_000_000, 8, s, ring=True) for s in Stage
+    ]
     assert view.comm[3].seconds == Fraction("3.15")  # 3Ψ·7/8 elements, 2 bytes each, at 12.5 GB/s
 
 
 def test_verdict_when_nothing_fits_says_how_many_gpus_would():
     table = stage_table(7_500_000_000, 8, gpu_memory="10GB")
-    assert verdict(table) == "nothing fits: even ZeRO-3 needs 15 GB of 10 GB per GPU; ZeRO-3 would fit on 12 GPUs"
+    assert (
+        verdict(table)
+        == "nothing fits: even ZeRO-3 needs 15 GB of 10 GB per GPU; ZeRO-3 would fit on 12 GPUs"
+    )
 
 
 def test_verdict_matches_the_example_in_the_issue():
     table = stage_table(7_500_000_000, 8, gpu_memory="30GB")
     assert verdict(table) == "lowest stage that fits: ZeRO-2 (28.125 GB of 30 GB)"
-    assert verdict(stage_table(7_500_000_000, 8, unit="GiB", gpu_memory="30GiB")) == \
-        "lowest stage that fits: ZeRO-2 (26.193 GiB of 30 GiB)"
+    assert (
+        verdict(stage_table(7_500_000_000, 8, unit="GiB", gpu_memory="30GiB"))
+        == "lowest stage that fits: ZeRO-2 (26.193 GiB of 30 GiB)"
+    )
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("params", 0, "params must be"), ("gpus", 2.0, "gpus must be"),
-    ("gpu_memory", "lots", "gpu_memory: cannot read"),
-    ("unit", "GHz", "unit must be"), ("dtype", "fp13", "dtype must be"), ("bandwidth", "0 Gb/s", "> 0"),
-    ("recipe", "adam-ish", "recipe must be"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("params", 0, "params must be"),
+        ("gpus", 2.0, "gpus must be"),
+        ("gpu_memory", "lots", "gpu_memory: cannot read"),
+        ("unit", "GHz", "unit must be"),
+        ("dtype", "fp13", "dtype must be"),
+        ("bandwidth", "0 Gb/s", "> 0"),
+        ("recipe", "adam-ish", "recipe must be"),
+    ],
+)
 def test_settings_reject_bad_fields(field, value, words):
     with pytest.raises((ValueError, TypeError), match=words):
         Settings(**{field: value})
@@ -79,5 +95,7 @@ def test_scaling_curve_is_the_memory_model():
     assert len(points) == len(SCALING_GPUS)
     first_y = float(points[0].split(",")[1])
     # At one GPU every stage holds the same 18 B × Ψ, so every curve starts at the same height.
-    assert all(re.search(rf"data-series='{s.label}' points='[\d.]+,{first_y}", plot_scaling(view)) for s in Stage)
+    assert all(
+        re.search(rf"data-series='{s.label}' points='[\d.]+,{first_y}", plot_scaling(view)) for s in Stage
+    )
     assert per_gpu(7_500_000_000, 1, 3, recipes.MEGATRON_18).total == 135 * GB

@@ -362,8 +362,12 @@ SPECS = {
     "figures.stage_bars": (figures.stage_bars, {"table": arg(st.just(TABLE))}),
     "figures.scaling": (
         figures.scaling,
-        {"setup": arg(st.just(SETUP)), "unit": arg(UNIT), "max_gpus": arg(st.integers(1, 4096)),
-         "marker": arg(st.integers(1, 4096))},
+        {
+            "setup": arg(st.just(SETUP)),
+            "unit": arg(UNIT),
+            "max_gpus": arg(st.integers(1, 4096)),
+            "marker": arg(st.integers(1, 4096)),
+        },
     ),
     "figures.comm_seconds": (
         figures.comm_seconds,

@@ -10,17 +10,22 @@ from zero_lessons.memory import cluster_total, max_params, min_gpus, per_gpu, sa
 PSI, N = 7_500_000_000, 8
 
 
-@pytest.mark.parametrize("stage, article_gb", [(0, 120), (1, Fraction("41.25")), (2, Fraction("28.125")), (3, 15)])
+@pytest.mark.parametrize(
+    "stage, article_gb", [(0, 120), (1, Fraction("41.25")), (2, Fraction("28.125")), (3, 15)]
+)
 def test_article_table_exactly(stage, article_gb):
     assert per_gpu(PSI, N, stage).total == article_gb * GB
 
 
-@pytest.mark.parametrize("stage, paper", [
-    (0, lambda psi, n, k: (2 + 2 + k) * psi),
-    (1, lambda psi, n, k: 4 * psi + Fraction(k * psi, n)),
-    (2, lambda psi, n, k: 2 * psi + Fraction((2 + k) * psi, n)),
-    (3, lambda psi, n, k: Fraction((4 + k) * psi, n)),
-])
+@pytest.mark.parametrize(
+    "stage, paper",
+    [
+        (0, lambda psi, n, k: (2 + 2 + k) * psi),
+        (1, lambda psi, n, k: 4 * psi + Fraction(k * psi, n)),
+        (2, lambda psi, n, k: 2 * psi + Fraction((2 + k) * psi, n)),
+        (3, lambda psi, n, k: Fraction((4 + k) * psi, n)),
+    ],
+)
 @pytest.mark.parametrize("psi, n", [(1, 1), (7_500_000_000, 8), (10**15, 10**6), (123_457, 64)])
 def test_paper_figure_one_formulas(stage, paper, psi, n):
     # The paper's table, written out by hand, for K = 12 and for 8-bit Adam's K = 6.
@@ -30,7 +35,11 @@ def test_paper_figure_one_formulas(stage, paper, psi, n):
 
 def test_breakdown_of_zero2_at_article_size():
     held = per_gpu(PSI, N, Stage.ZERO2)
-    assert (held.weights, held.gradients, held.optimizer) == (15 * GB, Fraction("1.875") * GB, Fraction("11.25") * GB)
+    assert (held.weights, held.gradients, held.optimizer) == (
+        15 * GB,
+        Fraction("1.875") * GB,
+        Fraction("11.25") * GB,
+    )
     assert held.in_unit("GB")["total"] == Fraction("28.125")
     assert held.in_unit("GiB")["total"] == Fraction(28_125_000_000, GiB)
 

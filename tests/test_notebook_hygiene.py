@@ -19,8 +19,13 @@ def cells(path: pathlib.Path, kind: str = "code") -> list[dict]:
 
 def test_lessons_exist_in_teaching_order():
     names = [p.name for p in NOTEBOOKS]
-    assert names[:5] == ["00_start_here.ipynb", "01_the_training_state.ipynb", "02_partitioning_stage_by_stage.ipynb",
-                         "03_communication.ipynb", "04_choosing_a_stage.ipynb"]
+    assert names[:5] == [
+        "00_start_here.ipynb",
+        "01_the_training_state.ipynb",
+        "02_partitioning_stage_by_stage.ipynb",
+        "03_communication.ipynb",
+        "04_choosing_a_stage.ipynb",
+    ]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -35,8 +40,9 @@ def test_no_errors_stderr_paths_or_addresses(path):
         for out in cell["outputs"]:
             assert out["output_type"] != "error", "".join(cell["source"])
             assert out.get("name") != "stderr", "".join(cell["source"])
-            text = json.dumps(out.get("text", "")) + json.dumps({k: v for k, v in out.get("data", {}).items()
-                                                                if not k.startswith("image/")})
+            text = json.dumps(out.get("text", "")) + json.dumps(
+                {k: v for k, v in out.get("data", {}).items() if not k.startswith("image/")}
+            )
             assert not ADDRESS.search(text) and not PATHS.search(text), text[:200]
 
 
@@ -71,7 +77,9 @@ def test_workshop_notebooks_ask_every_exercise_in_the_package_words():
         text = "\n".join("".join(c["source"]) for c in cells(path, "markdown"))
         assert all(ex.prompt in text for ex in EXERCISES.values()), path.name
     calls = ["".join(c["source"]) for c in cells(asked)]
-    assert sorted(ex_id for ex_id in EXERCISES if any(f'check("{ex_id}", answer)' in c for c in calls)) == sorted(EXERCISES)
+    assert sorted(
+        ex_id for ex_id in EXERCISES if any(f'check("{ex_id}", answer)' in c for c in calls)
+    ) == sorted(EXERCISES)
     asserts = "\n".join("".join(c["source"]) for c in cells(solved))
     assert all(f'assert check("{ex_id}", answer).correct' in asserts for ex_id in EXERCISES)
 
@@ -80,7 +88,9 @@ def test_navigation_cells_and_index_are_up_to_date():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "navigation.py"), "--check"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "navigation.py"), "--check"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stdout
     index = "".join(cells(ROOT / "notebooks" / "00_start_here.ipynb", "markdown")[0]["source"])
     assert all(f"({p.name})" in index for p in NOTEBOOKS if p.name != "00_start_here.ipynb")

@@ -28,12 +28,15 @@ def test_zero_offload_numbers_for_the_article_example():
     assert offload.link_bytes(PSI, 8, 3, parameters=True) == 8 * PSI // 8
 
 
-@pytest.mark.parametrize("call, words", [
-    (lambda: offload.offloaded(PSI, 8, 0), "stage must be 1, 2 or 3"),
-    (lambda: offload.offloaded(PSI, 8, 2, parameters=True), "parameter offload needs stage 3"),
-    (lambda: offload.link_time(PSI, 8, 2, 0), "bandwidth must be a number > 0"),
-    (lambda: offload.link_time(PSI, 8, 2, "fast"), "bandwidth: cannot read"),
-])
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: offload.offloaded(PSI, 8, 0), "stage must be 1, 2 or 3"),
+        (lambda: offload.offloaded(PSI, 8, 2, parameters=True), "parameter offload needs stage 3"),
+        (lambda: offload.link_time(PSI, 8, 2, 0), "bandwidth must be a number > 0"),
+        (lambda: offload.link_time(PSI, 8, 2, "fast"), "bandwidth: cannot read"),
+    ],
+)
 def test_offload_rejects(call, words):
     with pytest.raises(ValueError, match=words):
         call()

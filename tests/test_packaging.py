@@ -45,15 +45,25 @@ def test_pyproject_and_environment_agree():
 
 def test_runtime_dependencies_are_the_documented_ones():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert set(pins(project["dependencies"])) == {"sympy", "numpy", "matplotlib", "ipywidgets", "jupyterlab", "voila"}
+    assert set(pins(project["dependencies"])) == {
+        "sympy",
+        "numpy",
+        "matplotlib",
+        "ipywidgets",
+        "jupyterlab",
+        "voila",
+    }
     assert project["scripts"]["zero-lessons"] == "zero_lessons.cli:main"
 
 
 def test_numeric_modules_do_not_import_heavy_libraries():
     import subprocess
     import sys
-    code = ("import sys, zero_lessons.cli, zero_lessons; "
-            "print(sorted(m for m in ('sympy', 'matplotlib', 'ipywidgets', 'numpy') if m in sys.modules))")
+
+    code = (
+        "import sys, zero_lessons.cli, zero_lessons; "
+        "print(sorted(m for m in ('sympy', 'matplotlib', 'ipywidgets', 'numpy') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -67,10 +77,13 @@ def wheel(tmp_path_factory) -> pathlib.Path:
     shutil.copytree(ROOT / "zero_lessons", src / "zero_lessons", ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path_factory.mktemp("dist")
     code = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
-    build = subprocess.run([sys.executable, "-c", code, str(dist)], cwd=src, capture_output=True, text=True,
-                           timeout=120)
+    build = subprocess.run(
+        [sys.executable, "-c", code, str(dist)], cwd=src, capture_output=True, text=True, timeout=120
+    )
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
-    assert "deprecat" not in (build.stdout + build.stderr).lower(), build.stderr  # nothing setuptools will drop
+    assert "deprecat" not in (build.stdout + build.stderr).lower(), (
+        build.stderr
+    )  # nothing setuptools will drop
     return dist / build.stdout.strip().splitlines()[-1]
 
 
@@ -84,8 +97,11 @@ def test_the_setuptools_that_builds_here_is_in_the_declared_range():
 def test_wheel_ships_every_module_of_the_source_tree(wheel):
     with zipfile.ZipFile(wheel) as archive:
         shipped = {name for name in archive.namelist() if name.endswith(".py")}
-    source = {path.relative_to(ROOT).as_posix() for path in (ROOT / "zero_lessons").rglob("*.py")
-              if "__pycache__" not in path.parts}
+    source = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "zero_lessons").rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
     assert "zero_lessons/lab/__init__.py" in source
     assert sorted(source - shipped) == [], "left out of the wheel (does each folder have an __init__.py?)"
     assert sorted(shipped - source) == []
@@ -96,14 +112,36 @@ def test_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
     outside.mkdir()
     venv.create(env_dir, with_pip=False)  # pip runs from this environment, into that one
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_"))}
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install",
-                              "--no-index", "--no-deps", "--quiet", "--disable-pip-version-check", str(wheel)],
-                             capture_output=True, text=True, env=clean, timeout=120)
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(env_dir / "bin" / "python"),
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        env=clean,
+        timeout=120,
+    )
     assert install.returncode == 0, install.stderr
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(env_dir / "bin" / args[0]), *args[1:]], cwd=outside, capture_output=True,
-                              text=True, env=clean, timeout=60)
+        return subprocess.run(
+            [str(env_dir / "bin" / args[0]), *args[1:]],
+            cwd=outside,
+            capture_output=True,
+            text=True,
+            env=clean,
+            timeout=60,
+        )
 
     table = run("zero-lessons", "table", "--params", "7.5B", "--gpus", "8")
     assert table.returncode == 0 and table.stderr == ""
@@ -150,15 +188,18 @@ def test_system_check_says_so_when_apt_get_fails(monkeypatch, capsys):
     assert "exited with status 100" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("expression, name, ignored", [
-    ("not lab and not browser and not book and not notebook and not slow", "test_lab.py", True),
-    ("not lab and not browser and not book and not notebook and not slow", "test_browser.py", True),
-    ("not lab and not browser and not book and not notebook and not slow", "test_memory.py", None),
-    ("not lab", "test_lab_workshop.py", True),
-    ("lab and not slow", "test_lab.py", None),  # a lab test that is not slow is selected
-    ("slow", "test_lab.py", None),  # a lab test may also be marked slow
-    ("", "test_lab.py", None),
-])
+@pytest.mark.parametrize(
+    "expression, name, ignored",
+    [
+        ("not lab and not browser and not book and not notebook and not slow", "test_lab.py", True),
+        ("not lab and not browser and not book and not notebook and not slow", "test_browser.py", True),
+        ("not lab and not browser and not book and not notebook and not slow", "test_memory.py", None),
+        ("not lab", "test_lab_workshop.py", True),
+        ("lab and not slow", "test_lab.py", None),  # a lab test that is not slow is selected
+        ("slow", "test_lab.py", None),  # a lab test may also be marked slow
+        ("", "test_lab.py", None),
+    ],
+)
 def test_the_fast_tier_does_not_import_what_it_deselects(expression, name, ignored):
     config = SimpleNamespace(getoption=lambda option: {"markexpr": expression}[option])
     assert pytest_ignore_collect(ROOT / "tests" / name, config) is ignored

@@ -13,8 +13,10 @@ from zero_lessons.stages import Stage
 params = st.integers(1, MAX_PARAMS)
 gpus = st.integers(1, MAX_GPUS)
 byte_counts = st.fractions(min_value=0, max_value=64, max_denominator=16)
-recipe = st.one_of(st.sampled_from(list(recipes.PRESETS.values())),
-                   st.builds(recipes.custom, byte_counts, byte_counts, byte_counts))
+recipe = st.one_of(
+    st.sampled_from(list(recipes.PRESETS.values())),
+    st.builds(recipes.custom, byte_counts, byte_counts, byte_counts),
+)
 
 
 @given(params, gpus, recipe)
@@ -41,7 +43,11 @@ def test_breakdown_adds_up(psi, n, stage, r, padded):
     assert all(isinstance(v, Fraction) for v in (held.weights, held.gradients, held.optimizer))
 
 
-@given(st.integers(MAX_PARAMS - 10**6, MAX_PARAMS), st.integers(MAX_GPUS - 1000, MAX_GPUS), st.sampled_from(list(Stage)))
+@given(
+    st.integers(MAX_PARAMS - 10**6, MAX_PARAMS),
+    st.integers(MAX_GPUS - 1000, MAX_GPUS),
+    st.sampled_from(list(Stage)),
+)
 def test_exact_at_the_extremes(psi, n, stage):
     held = per_gpu(psi, n, stage)
     # Rebuild the total from integers alone: numerator over N, no float anywhere.
@@ -55,6 +61,10 @@ def test_exact_at_the_extremes(psi, n, stage):
 def test_padding_never_saves_and_vanishes_when_gpus_divide_params(psi, n, stage, r):
     padded, exact = per_gpu(psi, n, stage, r, padded=True), per_gpu(psi, n, stage, r)
     assert padded.total >= exact.total
-    assert (padded == exact) == (psi % n == 0 or stage == 0 or r.total_bytes == 0
-                                 or all(r.bytes_for(s) == 0 for s in stage.partitioned))
+    assert (padded == exact) == (
+        psi % n == 0
+        or stage == 0
+        or r.total_bytes == 0
+        or all(r.bytes_for(s) == 0 for s in stage.partitioned)
+    )
     assert shard_elements(psi * n, n, padded=True) == psi

@@ -10,11 +10,21 @@ from zero_lessons.stages import Stage, as_stage
 
 def test_presets_add_up_to_their_conventions():
     totals = {name: r.total_bytes for name, r in recipes.PRESETS.items()}
-    assert totals == {"mixed-adam": 16, "megatron-18": 18, "infinity-20": 20, "fp32-adam": 16,
-                      "mixed-adam-8bit": 10, "mixed-sgd-momentum": 12}
+    assert totals == {
+        "mixed-adam": 16,
+        "megatron-18": 18,
+        "infinity-20": 20,
+        "fp32-adam": 16,
+        "mixed-adam-8bit": 10,
+        "mixed-sgd-momentum": 12,
+    }
     adam = recipes.MIXED_ADAM
     assert (adam.weight_bytes, adam.grad_bytes, adam.optimizer_bytes) == (2, 2, 12)
-    assert (recipes.FP32_ADAM.weight_bytes, recipes.FP32_ADAM.grad_bytes, recipes.FP32_ADAM.optimizer_bytes) == (4, 4, 8)
+    assert (
+        recipes.FP32_ADAM.weight_bytes,
+        recipes.FP32_ADAM.grad_bytes,
+        recipes.FP32_ADAM.optimizer_bytes,
+    ) == (4, 4, 8)
     assert recipes.MEGATRON_18.grad_bytes == 4
     assert all(r.source for r in recipes.PRESETS.values())
 
@@ -25,8 +35,17 @@ def test_custom_recipe_is_exact():
     assert r.total_bytes == 9
 
 
-@pytest.mark.parametrize("bad, error", [(-1, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
-                                        (True, TypeError), ("2", TypeError), (None, TypeError)])
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (-1, ValueError),
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+        (True, TypeError),
+        ("2", TypeError),
+        (None, TypeError),
+    ],
+)
 def test_custom_recipe_rejects_bad_bytes(bad, error):
     with pytest.raises(error, match="grad_bytes"):
         recipes.custom(2, bad, 12)
@@ -38,14 +57,20 @@ def test_unknown_recipe_lists_the_presets():
 
 
 def test_stage_partitions_in_order():
-    assert [s.partitioned for s in Stage] == [(), ("optimizer",), ("optimizer", "gradients"),
-                                             ("optimizer", "gradients", "weights")]
+    assert [s.partitioned for s in Stage] == [
+        (),
+        ("optimizer",),
+        ("optimizer", "gradients"),
+        ("optimizer", "gradients", "weights"),
+    ]
     assert Stage.ZERO2.partitions("gradients") and not Stage.ZERO2.partitions("weights")
     assert [s.label for s in Stage] == ["data parallel", "ZeRO-1", "ZeRO-2", "ZeRO-3"]
 
 
-@pytest.mark.parametrize("text, stage", [(0, 0), ("3", 3), ("ZeRO-2", 2), ("zero1", 1), ("z3", 3), ("dp", 0),
-                                         ("DDP", 0), (Stage.ZERO1, 1)])
+@pytest.mark.parametrize(
+    "text, stage",
+    [(0, 0), ("3", 3), ("ZeRO-2", 2), ("zero1", 1), ("z3", 3), ("dp", 0), ("DDP", 0), (Stage.ZERO1, 1)],
+)
 def test_as_stage_reads_common_names(text, stage):
     assert as_stage(text) == stage
 
@@ -56,15 +81,42 @@ def test_as_stage_rejects_the_rest(bad):
         as_stage(bad)
 
 
-@pytest.mark.parametrize("text, count", [("7.5B", 7_500_000_000), ("7.5e9", 7_500_000_000), ("175 billion", 175 * 10**9),
-                                         ("70M", 70 * 10**6), ("1T", 10**12), ("1_000_000", 10**6), ("1.5k", 1500),
-                                         (" 13b ", 13 * 10**9), ("2", 2)])
+@pytest.mark.parametrize(
+    "text, count",
+    [
+        ("7.5B", 7_500_000_000),
+        ("7.5e9", 7_500_000_000),
+        ("175 billion", 175 * 10**9),
+        ("70M", 70 * 10**6),
+        ("1T", 10**12),
+        ("1_000_000", 10**6),
+        ("1.5k", 1500),
+        (" 13b ", 13 * 10**9),
+        ("2", 2),
+    ],
+)
 def test_parse_count_accepts_human_forms(text, count):
     assert units.parse_count(text) == count
 
 
-@pytest.mark.parametrize("bad", ["", "7.5", "abc", "7.5 bn", "1__0", "__import__('os')", "1e999", "-5B", "7.5BB",
-                                 "2**30", "1/2", "nan", "inf"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "7.5",
+        "abc",
+        "7.5 bn",
+        "1__0",
+        "__import__('os')",
+        "1e999",
+        "-5B",
+        "7.5BB",
+        "2**30",
+        "1/2",
+        "nan",
+        "inf",
+    ],
+)
 def test_parse_count_rejects_with_accepted_forms(bad):
     with pytest.raises(ValueError, match='"7.5B"'):
         units.parse_count(bad)

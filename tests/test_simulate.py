@@ -15,7 +15,9 @@ def test_tiny_mlp_size():
 
 @pytest.mark.parametrize("gpus", [1, 2, 3, 4, 7, 8])
 @pytest.mark.parametrize("stage", list(Stage))
-@pytest.mark.parametrize("recipe", [recipes.MIXED_ADAM, recipes.FP32_ADAM, recipes.MEGATRON_18, recipes.MIXED_ADAM_8BIT])
+@pytest.mark.parametrize(
+    "recipe", [recipes.MIXED_ADAM, recipes.FP32_ADAM, recipes.MEGATRON_18, recipes.MIXED_ADAM_8BIT]
+)
 def test_counted_bytes_equal_the_padded_formula(gpus, stage, recipe):
     ranks = simulate.split_model(simulate.TINY_MLP, gpus, stage, recipe)
     assert len(ranks) == gpus

@@ -38,17 +38,27 @@ def test_symbolic_and_numeric_agree_on_random_inputs():
     rng = random.Random(20191002)
     for _ in range(200):
         stage = Stage(rng.randrange(4))
-        r = rng.choice([*recipes.PRESETS.values(),
-                        recipes.custom(*(Fraction(rng.randrange(0, 65), rng.choice([1, 2, 4])) for _ in range(3)))])
+        r = rng.choice(
+            [
+                *recipes.PRESETS.values(),
+                recipes.custom(*(Fraction(rng.randrange(0, 65), rng.choice([1, 2, 4])) for _ in range(3))),
+            ]
+        )
         psi, n = rng.randrange(1, 10**15), rng.randrange(1, 10**6)
         budget = rng.randrange(10**9, 10**12)
-        assert symbolic.evaluate(symbolic.per_gpu_expr(stage), r, params=psi, gpus=n) == memory.per_gpu(psi, n, stage, r).total
-        assert symbolic.evaluate(symbolic.comm_expr(stage, ring=True), r, params=psi, gpus=n) == \
-            communication.volume_elements(psi, n, stage, ring=True)
+        assert (
+            symbolic.evaluate(symbolic.per_gpu_expr(stage), r, params=psi, gpus=n)
+            == memory.per_gpu(psi, n, stage, r).total
+        )
+        assert symbolic.evaluate(
+            symbolic.comm_expr(stage, ring=True), r, params=psi, gpus=n
+        ) == communication.volume_elements(psi, n, stage, ring=True)
         if r.total_bytes:
             largest = symbolic.evaluate(symbolic.max_params_expr(stage, r), r, gpus=n, gpu_memory=budget)
             assert int(largest) == memory.max_params(n, budget, stage, r)
         numeric = memory.min_gpus(psi % 10**11 + 1, budget, stage, r)
         if stage and numeric is not None and numeric > 1:
-            edge = symbolic.evaluate(symbolic.min_gpus_expr(stage, r), r, params=psi % 10**11 + 1, gpu_memory=budget)
+            edge = symbolic.evaluate(
+                symbolic.min_gpus_expr(stage, r), r, params=psi % 10**11 + 1, gpu_memory=budget
+            )
             assert -(-edge.numerator // edge.denominator) == numeric

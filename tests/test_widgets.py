@@ -85,7 +85,20 @@ def test_gpu_text_beyond_the_slider_is_used_and_not_clamped():
 
 
 TEXTS = {
-    "params_text": ["7.5B", "13B", "175 billion", "70M", "1T", "1_000_000", "abc", "", "-5B", "7.5", "1e999", "2**30"],
+    "params_text": [
+        "7.5B",
+        "13B",
+        "175 billion",
+        "70M",
+        "1T",
+        "1_000_000",
+        "abc",
+        "",
+        "-5B",
+        "7.5",
+        "1e999",
+        "2**30",
+    ],
     "gpus_text": ["1", "8", "64", "1000000", "0", "-3", "2.5", "many", "1000001"],
     "gpu_memory": ["80GB", "80 GiB", "16GB", "1 TB", "0GB", "lots", "80"],
     "bandwidth": ["100 Gb/s", "25 GB/s", "900GB/s", "0 Gb/s", "fast"],
@@ -102,7 +115,9 @@ def test_random_control_changes_never_raise_and_views_stay_consistent(seed):
         lambda: setattr(app.params_slider, "value", 10 ** rng.uniform(8, 15)),
         lambda: setattr(app.gpus_slider, "value", rng.choice(app.gpus_slider.options)),
         lambda: setattr(app.recipe, "value", rng.choice(app.recipe.options)),
-        lambda: setattr(app.custom[rng.choice(list(app.custom))], "value", rng.choice(["2", "0.5", "-1", "x", "12"])),
+        lambda: setattr(
+            app.custom[rng.choice(list(app.custom))], "value", rng.choice(["2", "0.5", "-1", "x", "12"])
+        ),
         lambda: setattr(app.unit, "value", rng.choice(["GB", "GiB"])),
         lambda: setattr(app.dtype, "value", rng.choice(app.dtype.options)),
         lambda: setattr(app.preset, "value", rng.choice(app.preset.options)),
@@ -120,7 +135,8 @@ def test_random_control_changes_never_raise_and_views_stay_consistent(seed):
 
 
 def test_slider_snapping_in_the_browser_does_not_change_the_model():
-    # A browser snaps the log slider to its 0.01 grid: 7.5e9 comes back as 10**9.88. That is not a user's move.
+    # A browser snaps the log slider to its 0.01 grid: 7.5e9 comes back as 10**9.88.
+    # That is not a user's move.
     app = Explorer()
     app.params_slider.value = 10**9.88
     assert app.view.settings.params == 7_500_000_000 and app.params_text.value == "7.5B"

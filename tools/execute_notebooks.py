@@ -10,8 +10,8 @@ import hashlib
 import json
 import os
 import pathlib
-import sys
 import re
+import sys
 import time
 
 import nbformat
@@ -29,14 +29,23 @@ def clean(nb: nbformat.NotebookNode) -> None:
     if widgets:
         nb.metadata["widgets"] = widgets
     for cell in nb.cells:
-        cell.metadata = nbformat.NotebookNode({k: v for k, v in cell.metadata.items() if k in KEEP_CELL_METADATA})
+        cell.metadata = nbformat.NotebookNode(
+            {k: v for k, v in cell.metadata.items() if k in KEEP_CELL_METADATA}
+        )
 
 
 def widget_order(nb: nbformat.NotebookNode) -> list[str]:
     """Widget model ids in a stable order: depth first from each displayed widget, in cell order."""
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    roots = [out["data"][VIEW]["model_id"] for cell in nb.cells if cell.cell_type == "code"
-             for out in cell.outputs if VIEW in out.get("data", {})]
+    state = (
+        nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    )
+    roots = [
+        out["data"][VIEW]["model_id"]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+        if VIEW in out.get("data", {})
+    ]
     order: list[str] = []
 
     def visit(model_id: str) -> None:
@@ -47,8 +56,10 @@ def widget_order(nb: nbformat.NotebookNode) -> list[str]:
 
     for root in roots:
         visit(root)
-    rest = sorted(set(state) - set(order), key=lambda m: re.sub(r"IPY_MODEL_[0-9a-f]+", "",
-                                                                   json.dumps(state[m], sort_keys=True)))
+    rest = sorted(
+        set(state) - set(order),
+        key=lambda m: re.sub(r"IPY_MODEL_[0-9a-f]+", "", json.dumps(state[m], sort_keys=True)),
+    )
     return order + rest
 
 
@@ -68,8 +79,13 @@ def execute(path: pathlib.Path) -> float:
     """Execute one notebook in place and return the seconds it took."""
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=120, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
     seconds = time.perf_counter() - start
     clean(nb)
     path.write_text(stable_widget_ids(nb, path.name) + "\n")

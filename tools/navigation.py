@@ -1,4 +1,4 @@
-"""Write the navigation cells of every notebook, and the index `00_start_here.ipynb`, from the lessons themselves.
+"""Write every notebook's navigation cells, and the index `00_start_here.ipynb`, from the lessons themselves.
 
 Run: python tools/navigation.py           (rewrite what is out of date)
      python tools/navigation.py --check   (exit 1 if anything is out of date; the tests run this)
@@ -18,8 +18,11 @@ import nbformat
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 HEADER, FOOTER = "<!-- navigation: header -->", "<!-- navigation: footer -->"
-LIVE = ("Live widgets need a Python kernel: run `make lab` (JupyterLab) or `make voila` (dashboard) from a clone, "
-        "or open the repository on Binder. A static page shows saved results only.")
+LIVE = (
+    "Live widgets need a Python kernel: run `make lab` (JupyterLab) or `make voila` (dashboard) "
+    "from a clone, "
+    "or open the repository on Binder. A static page shows saved results only."
+)
 
 
 def lessons() -> list[pathlib.Path]:
@@ -64,31 +67,53 @@ def navigate(paths: list[pathlib.Path], books: dict) -> dict[pathlib.Path, str]:
         nb = books[path]
         prev = f"← {link(paths[i - 1], books[paths[i - 1]])}" if i else ""
         nxt = f"{link(paths[i + 1], books[paths[i + 1]])} →" if i + 1 < len(paths) else ""
-        bar = " · ".join(x for x in ("[Start here](00_start_here.ipynb)", f"{i + 1} of {len(paths)}", prev, nxt) if x)
+        bar = " · ".join(
+            x for x in ("[Start here](00_start_here.ipynb)", f"{i + 1} of {len(paths)}", prev, nxt) if x
+        )
         cells = [c for c in nb.cells if not c.source.startswith((HEADER, FOOTER))]
-        nb.cells = ([_cell(path.name, HEADER, f"{bar}\n\n*{LIVE}*")] + cells +
-                    [_cell(path.name, FOOTER, f"**Next:** {nxt}" if nxt else "**The end.** Back to [Start here](00_start_here.ipynb).")])
+        nb.cells = (
+            [_cell(path.name, HEADER, f"{bar}\n\n*{LIVE}*")]
+            + cells
+            + [
+                _cell(
+                    path.name,
+                    FOOTER,
+                    f"**Next:** {nxt}" if nxt else "**The end.** Back to [Start here](00_start_here.ipynb).",
+                )
+            ]
+        )
         out[path] = nbformat.writes(nb) + "\n"
     return out
 
 
 def index(paths: list[pathlib.Path], books: dict) -> str:
     """The start page: how to run the lessons, and each one with what it teaches."""
-    lines = ["# ZeRO Lessons: start here", "",
-             "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs in memory and in "
-             "communication. Work through them in order; each builds on the one before.", "",
-             "**How to run them.** From a clone: `make lab` opens these notebooks in JupyterLab; `make voila` serves the explorer as a "
-             "dashboard; `make test` checks everything. With conda: `conda env create -f environment.yml`. On Binder, the same "
-             "`environment.yml` builds the environment. " + LIVE, "",
-             "Teaching a class? The instructor guide is `docs/instructor.md`: plans for 90 minutes and 3 hours, "
-             "setup for a room, and the misconceptions to watch for.", "", "## The notebooks", ""]
+    lines = [
+        "# ZeRO Lessons: start here",
+        "",
+        "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs "
+        "in memory and in communication. Work through them in order; each builds on the one before.",
+        "",
+        "**How to run them.** From a clone: `make lab` opens these notebooks in JupyterLab; "
+        "`make voila` serves the explorer as a dashboard; `make test` checks everything. "
+        "With conda: `conda env create -f environment.yml`. "
+        "On Binder, the same `environment.yml` builds the environment. " + LIVE,
+        "",
+        "Teaching a class? The instructor guide is `docs/instructor.md`: plans for 90 minutes and 3 hours, "
+        "setup for a room, and the misconceptions to watch for.",
+        "",
+        "## The notebooks",
+        "",
+    ]
     for i, path in enumerate(paths, 1):
         nb = books[path]
         lines.append(f"{i}. **{link(path, nb)}**")
         lines += [f"   - {goal}" for goal in objectives(nb)]
     nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-                   "language_info": {"name": "python"}}
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
     nb.cells = [_cell("00_start_here.ipynb", HEADER, "\n".join(lines))]
     return nbformat.writes(nb) + "\n"
 

@@ -119,8 +119,10 @@ def exact(name: str, value: object, need: str = "a number", *, digits: int | Non
 def _within_digits(name: str, number: Fraction, need: str, digits: int = MAX_DIGITS) -> Fraction:
     """`number`, unless its numerator or denominator has more than `digits` digits."""
     if max(digit_count(number.numerator), digit_count(number.denominator)) > digits:
-        raise ValueError(f"{name} must be {need} with at most {digits} digits above and below the point, "
-                         f"got {shown(number)}")
+        raise ValueError(
+            f"{name} must be {need} with at most {digits} digits above and below the point, "
+            f"got {shown(number)}"
+        )
     return number
 
 
@@ -130,7 +132,9 @@ def whole(name: str, value: object, *, low: int = 1, high: int | None = None) ->
         return value
     span = f"≥ {low:,}" if high is None else f"from {low:,} to {high:,}"
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, Fraction)):
-        hint = " (floats are not exact; write an int such as 7_500_000_000)" if isinstance(value, float) else ""
+        hint = (
+            " (floats are not exact; write an int such as 7_500_000_000)" if isinstance(value, float) else ""
+        )
         raise TypeError(f"{name} must be a whole number {span}, got {kind(value)}{hint}")
     if isinstance(value, Fraction) and value.denominator != 1:
         raise ValueError(f"{name} must be a whole number {span}, got {shown(value)}")
@@ -140,8 +144,9 @@ def whole(name: str, value: object, *, low: int = 1, high: int | None = None) ->
     return number
 
 
-def amount(name: str, value: object, *, positive: bool = False, low: tuple | None = None,
-           high: tuple | None = None) -> Fraction:
+def amount(
+    name: str, value: object, *, positive: bool = False, low: tuple | None = None, high: tuple | None = None
+) -> Fraction:
     """Return a finite real `value` ≥ 0 (or > 0) as an exact Fraction, or raise naming `name`.
 
     `low` and `high` are (bound, how to say it) pairs, such as (10**18, "10**18 bytes (1 EB)");
@@ -186,8 +191,13 @@ def memory(name: str, value: object, *, zero: bool = False) -> Fraction:
 
 def bandwidth(name: str, value: object) -> Fraction:
     """Check a link speed in bytes per second: from one bit to a petabyte per second."""
-    return amount(name, value, positive=True, low=(MIN_BANDWIDTH, "1 bit/s (1/8 byte/s)"),
-                  high=(MAX_BANDWIDTH, "10**15 bytes/s (1 PB/s)"))
+    return amount(
+        name,
+        value,
+        positive=True,
+        low=(MIN_BANDWIDTH, "1 bit/s (1/8 byte/s)"),
+        high=(MAX_BANDWIDTH, "10**15 bytes/s (1 PB/s)"),
+    )
 
 
 def instance(name: str, value: object, cls: type, what: str) -> None:

@@ -17,12 +17,17 @@ from .stages import Stage, StageLike, as_stage
 
 #: Elements each GPU sends per element of the tensor, by the paper's count: an all-reduce is a
 #: reduce-scatter plus an all-gather, so 2; a reduce to one rank costs that rank's share of a reduce-scatter.
-MULTIPLE: dict[str, int] = {"all-reduce": 2, "reduce-scatter": 1, "all-gather": 1, "broadcast": 1,
-                            "reduce": 1}
+MULTIPLE: dict[str, int] = {
+    "all-reduce": 2,
+    "reduce-scatter": 1,
+    "all-gather": 1,
+    "broadcast": 1,
+    "reduce": 1,
+}
 
 
 def multiple(op: str) -> int:
-    """The paper's elements sent per GPU per tensor element for collective `op` ("all-reduce", "all_reduce")."""
+    """The paper's elements sent per GPU per tensor element for `op` ("all-reduce" or "all_reduce")."""
     key = op.replace("_", "-") if isinstance(op, str) else op
     return MULTIPLE[checks.choice("collective", key, MULTIPLE)]
 
@@ -48,14 +53,20 @@ class Collective:
 
 _PLANS: dict[Stage, tuple[Collective, ...]] = {
     Stage.DP: (Collective("all-reduce", "gradients", "end of backward"),),
-    Stage.ZERO1: (Collective("reduce-scatter", "gradients", "end of backward"),
-                  Collective("all-gather", "weights", "after the optimizer step")),
+    Stage.ZERO1: (
+        Collective("reduce-scatter", "gradients", "end of backward"),
+        Collective("all-gather", "weights", "after the optimizer step"),
+    ),
     # A rank that keeps only a gradient shard must hand the rest on after every micro-batch.
-    Stage.ZERO2: (Collective("reduce-scatter", "gradients", "during backward, bucket by bucket", True),
-                  Collective("all-gather", "weights", "after the optimizer step")),
-    Stage.ZERO3: (Collective("all-gather", "weights", "forward, layer by layer", True),
-                  Collective("all-gather", "weights", "backward, layer by layer", True),
-                  Collective("reduce-scatter", "gradients", "backward, layer by layer", True)),
+    Stage.ZERO2: (
+        Collective("reduce-scatter", "gradients", "during backward, bucket by bucket", True),
+        Collective("all-gather", "weights", "after the optimizer step"),
+    ),
+    Stage.ZERO3: (
+        Collective("all-gather", "weights", "forward, layer by layer", True),
+        Collective("all-gather", "weights", "backward, layer by layer", True),
+        Collective("reduce-scatter", "gradients", "backward, layer by layer", True),
+    ),
 }
 
 
@@ -82,8 +93,9 @@ def elements_sent(setup: Setup, stage: Stage, *, ring: bool = False, micro_batch
     return multiple * setup.params * factor
 
 
-def volume_elements(params: int, gpus: int, stage: StageLike, *, ring: bool = False,
-                    micro_batches: int = 1) -> Fraction:
+def volume_elements(
+    params: int, gpus: int, stage: StageLike, *, ring: bool = False, micro_batches: int = 1
+) -> Fraction:
     """Elements one GPU sends per step, by the paper's count (see `elements_sent`), from plain numbers."""
     setup, stage, ring = Setup(params, gpus), as_stage(stage), checks.flag("ring", ring)
     repeats = checks.whole("micro_batches", micro_batches, high=10**6)
@@ -99,15 +111,17 @@ def dtype_bytes(dtype: str | int) -> int:
     return checks.whole("dtype bytes", dtype, low=1, high=8)
 
 
-def volume_bytes(params: int, gpus: int, stage: StageLike, dtype: str | int = "fp16",
-                 *, ring: bool = False) -> Fraction:
+def volume_bytes(
+    params: int, gpus: int, stage: StageLike, dtype: str | int = "fp16", *, ring: bool = False
+) -> Fraction:
     """Bytes one GPU sends per step when each element travels as `dtype`."""
     return volume_elements(params, gpus, stage, ring=ring) * dtype_bytes(dtype)
 
 
-def step_time(params: int, gpus: int, stage: StageLike, bandwidth, dtype: str | int = "fp16",
-              *, ring: bool = False) -> Fraction:
-    """Seconds per step spent sending, at `bandwidth` bytes/s per GPU ("100 Gb/s" is read too), with no overlap."""
+def step_time(
+    params: int, gpus: int, stage: StageLike, bandwidth, dtype: str | int = "fp16", *, ring: bool = False
+) -> Fraction:
+    """Seconds per step spent sending at `bandwidth` bytes/s per GPU ("100 Gb/s" too), with no overlap."""
     rate = units.as_rate("bandwidth", bandwidth)
     return volume_bytes(params, gpus, stage, dtype, ring=ring) / rate
 
@@ -134,4 +148,6 @@ def traffic(setup: Setup, stage: Stage, dtype: str, bandwidth: Fraction, *, ring
 
 def relative_to_dp(stage: StageLike) -> Fraction:
     """Volume of `stage` over plain data parallel's: 1 for stages 1-2, 3/2 for stage 3."""
-    return Fraction(sum(c.multiple for c in collectives(stage)), sum(c.multiple for c in collectives(Stage.DP)))
+    return Fraction(
+        sum(c.multiple for c in collectives(stage)), sum(c.multiple for c in collectives(Stage.DP))
+    )

@@ -84,21 +84,35 @@ def _bytes_per_param(text: str, name: str) -> Fraction:
 
 #: The three byte counts of a custom recipe, in the order `recipes.custom` takes them.
 CUSTOM = ("weight_bytes", "grad_bytes", "optimizer_bytes")
-_CUSTOM_HELP = {"weight_bytes": "weights", "grad_bytes": "gradients",
-                "optimizer_bytes": "optimizer state (K)"}
+_CUSTOM_HELP = {
+    "weight_bytes": "weights",
+    "grad_bytes": "gradients",
+    "optimizer_bytes": "optimizer state (K)",
+}
 
 #: Every typed input, by name: what it means and how it is read.
-FIELDS: dict[str, Field] = {field.name: field for field in (
-    Field("params", 'parameter count Ψ, e.g. "7.5B" or "175 billion" (up to 10**15)', _params),
-    Field("gpus", f"data-parallel GPUs N_d, typed as digits (1 to {checks.MAX_GPUS:,})", _gpus),
-    Field("gpu_memory", 'memory per GPU, e.g. "80GB" (10**9 bytes) or "80GiB" (2**30 bytes)', _memory),
-    Field("activations", 'activation memory per GPU, e.g. "12GB" (default 0: model state only)',
-          _size_or_zero),
-    Field("cpu_memory", 'host memory per node, to consider offload, e.g. "512GB"', _memory),
-    Field("gpus_per_node", f"GPUs sharing a node's host memory (1 to {checks.MAX_GPUS_PER_NODE:,}; "
-                           "default 8)", _gpus_per_node),
-    Field("unit", "GB (10**9, default) or GiB (2**30)", _unit),
-    Field("bandwidth", 'link speed per GPU, e.g. "100 Gb/s" (bits) or "25 GB/s" (bytes)', _bandwidth),
-    *(Field(key, f"custom bytes per parameter for {what} (0 to 1,024)", _bytes_per_param)
-      for key, what in _CUSTOM_HELP.items()),
-)}
+FIELDS: dict[str, Field] = {
+    field.name: field
+    for field in (
+        Field("params", 'parameter count Ψ, e.g. "7.5B" or "175 billion" (up to 10**15)', _params),
+        Field("gpus", f"data-parallel GPUs N_d, typed as digits (1 to {checks.MAX_GPUS:,})", _gpus),
+        Field("gpu_memory", 'memory per GPU, e.g. "80GB" (10**9 bytes) or "80GiB" (2**30 bytes)', _memory),
+        Field(
+            "activations",
+            'activation memory per GPU, e.g. "12GB" (default 0: model state only)',
+            _size_or_zero,
+        ),
+        Field("cpu_memory", 'host memory per node, to consider offload, e.g. "512GB"', _memory),
+        Field(
+            "gpus_per_node",
+            f"GPUs sharing a node's host memory (1 to {checks.MAX_GPUS_PER_NODE:,}; default 8)",
+            _gpus_per_node,
+        ),
+        Field("unit", "GB (10**9, default) or GiB (2**30)", _unit),
+        Field("bandwidth", 'link speed per GPU, e.g. "100 Gb/s" (bits) or "25 GB/s" (bytes)', _bandwidth),
+        *(
+            Field(key, f"custom bytes per parameter for {what} (0 to 1,024)", _bytes_per_param)
+            for key, what in _CUSTOM_HELP.items()
+        ),
+    )
+}

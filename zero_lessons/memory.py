@@ -45,7 +45,10 @@ def ceil_div(a: int | Fraction, b: int | Fraction) -> int:
 
 def shard_elements(params: int, gpus: int, padded: bool = False) -> Fraction:
     """Elements of one state each rank keeps: Ψ/N, or ceil(Ψ/N) when padded as real code does."""
-    params, gpus = checks.whole("params", params), checks.gpus(gpus)  # any size: a property test goes past Ψ's
+    params, gpus = (
+        checks.whole("params", params),
+        checks.gpus(gpus),
+    )  # any size: a property test goes past Ψ's
     return _shard(params, gpus, checks.flag("padded", padded))
 
 
@@ -58,8 +61,10 @@ def breakdown(setup: Setup, stage: Stage, *, padded: bool = False) -> Breakdown:
     """Per-GPU model-state bytes under `stage`: partitioned states split across the setup's GPUs."""
     checks.instance("setup", setup, Setup, "an inputs.Setup")
     stage, part = as_stage(stage), _shard(setup.params, setup.gpus, padded)
-    held = {s: (part if stage.partitions(s) else setup.params) * Fraction(setup.recipe.bytes_for(s))
-            for s in STATES}
+    held = {
+        s: (part if stage.partitions(s) else setup.params) * Fraction(setup.recipe.bytes_for(s))
+        for s in STATES
+    }
     return Breakdown(weights=held["weights"], gradients=held["gradients"], optimizer=held["optimizer"])
 
 
@@ -100,15 +105,17 @@ def saved(held: Breakdown, baseline: Breakdown) -> Fraction:
     return Fraction(0) if baseline.total == 0 else 1 - held.total / baseline.total
 
 
-def per_gpu(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM,
-            *, padded: bool = False) -> Breakdown:
+def per_gpu(
+    params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM, *, padded: bool = False
+) -> Breakdown:
     """Per-GPU model-state bytes under `stage`, with partitioned states split across `gpus`."""
     stage, padded = as_stage(stage), checks.flag("padded", padded)
     return breakdown(Setup(params, gpus, recipe), stage, padded=padded)
 
 
-def cluster_total(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM,
-                  *, padded: bool = False) -> Fraction:
+def cluster_total(
+    params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM, *, padded: bool = False
+) -> Fraction:
     """Model-state bytes summed over all `gpus`: the replication that ZeRO removes."""
     return per_gpu(params, gpus, stage, recipe, padded=padded).total * checks.gpus(gpus)
 

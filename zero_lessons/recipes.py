@@ -42,7 +42,9 @@ class Recipe:
         for part in self.parts:
             checks.instance("each of parts", part, Part, "a Part")
         object.__setattr__(self, "parts", tuple(self.parts))
-        by_state = {s: sum((Fraction(p.nbytes) for p in self.parts if p.state == s), Fraction(0)) for s in STATES}
+        by_state = {
+            s: sum((Fraction(p.nbytes) for p in self.parts if p.state == s), Fraction(0)) for s in STATES
+        }
         for state, total in by_state.items():  # many small parts must not add up past the bound either
             checks.bytes_per_param(f"{state} bytes", total)
         # Kept, not recomputed: the explorer asks for these on every redraw.
@@ -75,8 +77,10 @@ class Recipe:
 
     def summary(self) -> str:
         """One line such as "mixed-adam: 2 + 2 + 12 = 16 B/param"."""
-        return (f"{self.name}: {self.weight_bytes} + {self.grad_bytes} + {self.optimizer_bytes} "
-                f"= {self.total_bytes} B/param")
+        return (
+            f"{self.name}: {self.weight_bytes} + {self.grad_bytes} + {self.optimizer_bytes} "
+            f"= {self.total_bytes} B/param"
+        )
 
 
 #: What the model's functions accept as a recipe: a Recipe, or a preset's name such as "mixed-adam".
@@ -87,10 +91,15 @@ def custom(weight_bytes, grad_bytes, optimizer_bytes, name: str = "custom") -> R
     """A recipe from three byte counts; each must be a finite number from 0 to 1,024."""
     values = {"weight_bytes": weight_bytes, "grad_bytes": grad_bytes, "optimizer_bytes": optimizer_bytes}
     exact = {key: units.tidy(checks.bytes_per_param(key, value)) for key, value in values.items()}
-    return Recipe(name, (Part("weights", "weights", exact["weight_bytes"]),
-                         Part("gradients", "gradients", exact["grad_bytes"]),
-                         Part("optimizer state", "optimizer", exact["optimizer_bytes"])),
-                  source="user supplied")
+    return Recipe(
+        name,
+        (
+            Part("weights", "weights", exact["weight_bytes"]),
+            Part("gradients", "gradients", exact["grad_bytes"]),
+            Part("optimizer state", "optimizer", exact["optimizer_bytes"]),
+        ),
+        source="user supplied",
+    )
 
 
 _MASTER = Part("fp32 master weights", "optimizer", 4)
@@ -100,33 +109,50 @@ _FP16_W = Part("fp16 weights", "weights", 2)
 _FP16_G = Part("fp16 gradients", "gradients", 2)
 
 #: The article's and the ZeRO paper's mixed-precision Adam: 2 + 2 + 12 = 16 B.
-MIXED_ADAM = Recipe("mixed-adam", (_FP16_W, _FP16_G, _MASTER, _MOMENTUM, _VARIANCE),
-                    "ZeRO paper (Rajbhandari et al. 2019, sec. 3.1), K = 12; the article's worked example")
+MIXED_ADAM = Recipe(
+    "mixed-adam",
+    (_FP16_W, _FP16_G, _MASTER, _MOMENTUM, _VARIANCE),
+    "ZeRO paper (Rajbhandari et al. 2019, sec. 3.1), K = 12; the article's worked example",
+)
 #: Megatron-LM's accounting: gradients accumulate in fp32, so 2 + 4 + 12 = 18 B.
-MEGATRON_18 = Recipe("megatron-18", (Part("bf16 weights", "weights", 2),
-                                     Part("fp32 main gradients", "gradients", 4),
-                                     _MASTER, _MOMENTUM, _VARIANCE),
-                     "Megatron-LM distributed optimizer and guides that follow it")
+MEGATRON_18 = Recipe(
+    "megatron-18",
+    (
+        Part("bf16 weights", "weights", 2),
+        Part("fp32 main gradients", "gradients", 4),
+        _MASTER,
+        _MOMENTUM,
+        _VARIANCE,
+    ),
+    "Megatron-LM distributed optimizer and guides that follow it",
+)
 #: ZeRO-Infinity's count: an fp32 gradient copy kept with the optimizer, 2 + 2 + 16 = 20 B.
-INFINITY_20 = Recipe("infinity-20", (_FP16_W, _FP16_G, _MASTER, _MOMENTUM, _VARIANCE,
-                                     Part("fp32 gradients", "optimizer", 4)),
-                     "ZeRO-Infinity paper (Rajbhandari et al. 2021, sec. 3)")
+INFINITY_20 = Recipe(
+    "infinity-20",
+    (_FP16_W, _FP16_G, _MASTER, _MOMENTUM, _VARIANCE, Part("fp32 gradients", "optimizer", 4)),
+    "ZeRO-Infinity paper (Rajbhandari et al. 2021, sec. 3)",
+)
 #: Plain fp32 training with Adam: 4 + 4 + 8 = 16 B, no separate master copy.
-FP32_ADAM = Recipe("fp32-adam", (Part("fp32 weights", "weights", 4), Part("fp32 gradients", "gradients", 4),
-                                 _MOMENTUM, _VARIANCE),
-                   "torch.optim.Adam on fp32 weights")
+FP32_ADAM = Recipe(
+    "fp32-adam",
+    (Part("fp32 weights", "weights", 4), Part("fp32 gradients", "gradients", 4), _MOMENTUM, _VARIANCE),
+    "torch.optim.Adam on fp32 weights",
+)
 #: Mixed precision with 8-bit Adam moments: 2 + 2 + (4 + 1 + 1) = 10 B.
-MIXED_ADAM_8BIT = Recipe("mixed-adam-8bit", (_FP16_W, _FP16_G, _MASTER,
-                                             Part("int8 momentum", "optimizer", 1),
-                                             Part("int8 variance", "optimizer", 1)),
-                         "8-bit optimizers (Dettmers et al. 2021); block-wise scales left out")
+MIXED_ADAM_8BIT = Recipe(
+    "mixed-adam-8bit",
+    (_FP16_W, _FP16_G, _MASTER, Part("int8 momentum", "optimizer", 1), Part("int8 variance", "optimizer", 1)),
+    "8-bit optimizers (Dettmers et al. 2021); block-wise scales left out",
+)
 #: Mixed precision with SGD and momentum: 2 + 2 + (4 + 4) = 12 B.
-MIXED_SGD = Recipe("mixed-sgd-momentum", (_FP16_W, _FP16_G, _MASTER, _MOMENTUM),
-                   "SGD with momentum under mixed precision")
+MIXED_SGD = Recipe(
+    "mixed-sgd-momentum", (_FP16_W, _FP16_G, _MASTER, _MOMENTUM), "SGD with momentum under mixed precision"
+)
 
 #: Every named recipe, by key.
-PRESETS: dict[str, Recipe] = {r.name: r for r in
-                              (MIXED_ADAM, MEGATRON_18, INFINITY_20, FP32_ADAM, MIXED_ADAM_8BIT, MIXED_SGD)}
+PRESETS: dict[str, Recipe] = {
+    r.name: r for r in (MIXED_ADAM, MEGATRON_18, INFINITY_20, FP32_ADAM, MIXED_ADAM_8BIT, MIXED_SGD)
+}
 
 
 def get(name: RecipeLike) -> Recipe:

@@ -41,8 +41,10 @@ class Rank:
 def count_params(shapes: tuple[tuple[int, ...], ...]) -> int:
     """Number of parameters in a model given by its tensor shapes (at most 10,000,000: they become arrays)."""
     if not isinstance(shapes, (tuple, list)) or not shapes:
-        raise TypeError(f"shapes must be a non-empty tuple of tensor shapes such as ((784, 64), (64,)), "
-                        f"got {checks.kind(shapes)}")
+        raise TypeError(
+            f"shapes must be a non-empty tuple of tensor shapes such as ((784, 64), (64,)), "
+            f"got {checks.kind(shapes)}"
+        )
     total = 0
     for shape in shapes:
         checks.instance("each shape", shape, (tuple, list), "a tuple of whole numbers such as (784, 64)")
@@ -59,30 +61,39 @@ def shard(flat: np.ndarray, gpus: int, rank: int) -> np.ndarray:
     gpus = checks.whole("gpus", gpus, high=MAX_RANKS)
     rank = checks.whole("rank", rank, low=0, high=gpus - 1)
     if flat.ndim != 1 or flat.size > MAX_ELEMENTS:
-        raise ValueError(f"flat must be a 1-D array of at most {MAX_ELEMENTS:,} elements, "
-                         f"got shape {flat.shape}")
+        raise ValueError(
+            f"flat must be a 1-D array of at most {MAX_ELEMENTS:,} elements, got shape {flat.shape}"
+        )
     size = memory.ceil_div(flat.size, gpus)
     padded = np.zeros(size * gpus, dtype=flat.dtype)
     padded[: flat.size] = flat
-    return padded[rank * size: (rank + 1) * size].copy()
+    return padded[rank * size : (rank + 1) * size].copy()
 
 
-def split_model(shapes: tuple[tuple[int, ...], ...], gpus: int, stage: StageLike,
-                recipe: RecipeLike = MIXED_ADAM, seed: int = 0) -> list[Rank]:
+def split_model(
+    shapes: tuple[tuple[int, ...], ...],
+    gpus: int,
+    stage: StageLike,
+    recipe: RecipeLike = MIXED_ADAM,
+    seed: int = 0,
+) -> list[Rank]:
     """Build every rank's arrays: a full copy of replicated parts, a flat shard of partitioned ones."""
     gpus, stage, recipe = checks.whole("gpus", gpus, high=MAX_RANKS), as_stage(stage), get(recipe)
     params = count_params(shapes)
     if params * gpus > MAX_ELEMENTS:
-        raise ValueError(f"gpus × parameters must be at most {MAX_ELEMENTS:,} simulated elements, "
-                         f"got {gpus} × {params:,}")
+        raise ValueError(
+            f"gpus × parameters must be at most {MAX_ELEMENTS:,} simulated elements, got {gpus} × {params:,}"
+        )
     for part in recipe.parts:
         _dtype(part.nbytes)  # refuse an odd width before any array is made
     rng = np.random.default_rng(checks.whole("seed", seed, low=0))
     full = {p.label: rng.standard_normal(params).astype(_dtype(p.nbytes)) for p in recipe.parts}
     ranks = []
     for r in range(gpus):
-        arrays = {p.label: shard(full[p.label], gpus, r) if stage.partitions(p.state) else full[p.label].copy()
-                  for p in recipe.parts}
+        arrays = {
+            p.label: shard(full[p.label], gpus, r) if stage.partitions(p.state) else full[p.label].copy()
+            for p in recipe.parts
+        }
         ranks.append(Rank(r, arrays, {p.label: p.state for p in recipe.parts}))
     return ranks
 
@@ -90,8 +101,9 @@ def split_model(shapes: tuple[tuple[int, ...], ...], gpus: int, stage: StageLike
 def _dtype(nbytes) -> type:
     """The numpy dtype that stores `nbytes` per element."""
     if nbytes not in _DTYPES:
-        raise ValueError(f"recipe must have whole-byte parts of 1, 2, 4 or 8 bytes for the simulation, "
-                         f"got {nbytes}")
+        raise ValueError(
+            f"recipe must have whole-byte parts of 1, 2, 4 or 8 bytes for the simulation, got {nbytes}"
+        )
     return _DTYPES[nbytes]
 
 
@@ -102,13 +114,17 @@ def ring_all_reduce(buffers: list[np.ndarray]) -> tuple[list[np.ndarray], int]:
     and in each step every rank passes one chunk of Ψ/N elements to its right-hand neighbour.
     """
     if not isinstance(buffers, (list, tuple)) or not 1 <= len(buffers) <= MAX_RANKS:
-        raise ValueError(f"buffers must be a list of 1 to {MAX_RANKS} numpy arrays, one per rank, "
-                         f"got {checks.kind(buffers)}")
+        raise ValueError(
+            f"buffers must be a list of 1 to {MAX_RANKS} numpy arrays, one per rank, "
+            f"got {checks.kind(buffers)}"
+        )
     for buffer in buffers:
         checks.instance("each buffer", buffer, np.ndarray, "a numpy array")
         if buffer.shape != buffers[0].shape or buffer.ndim != 1 or buffer.size > MAX_ELEMENTS:
-            raise ValueError(f"buffers must be 1-D arrays of one size (at most {MAX_ELEMENTS:,}), "
-                             f"got shapes {buffers[0].shape} and {buffer.shape}")
+            raise ValueError(
+                f"buffers must be 1-D arrays of one size (at most {MAX_ELEMENTS:,}), "
+                f"got shapes {buffers[0].shape} and {buffer.shape}"
+            )
         if not np.issubdtype(buffer.dtype, np.number):
             raise TypeError(f"buffers must hold numbers, got dtype {buffer.dtype}")
     n = len(buffers)

@@ -57,5 +57,6 @@ def as_stage(value: StageLike) -> Stage:
         number = _ALIASES.get(value.strip().lower(), key)
         if str(number) in {"0", "1", "2", "3"}:
             return Stage(int(number))
-    raise ValueError(f"stage must be 0, 1, 2 or 3 (or 'dp', 'ZeRO-1' ... 'ZeRO-3'), "
-                     f"got {checks.shown(value)}")
+    raise ValueError(
+        f"stage must be 0, 1, 2 or 3 (or 'dp', 'ZeRO-1' ... 'ZeRO-3'), got {checks.shown(value)}"
+    )

@@ -21,8 +21,11 @@ Psi = sp.Symbol("Psi", positive=True)  #: Ψ, the number of parameters
 N_d = sp.Symbol("N_d", positive=True, integer=True)  #: N_d, the data-parallel degree
 M = sp.Symbol("M", positive=True)  #: memory per GPU in bytes (`gpu_memory`)
 #: Bytes per parameter for each state: b_w (weights), b_g (gradients), K (optimizer).
-BYTES = {"weights": sp.Symbol("b_w", nonnegative=True), "gradients": sp.Symbol("b_g", nonnegative=True),
-         "optimizer": sp.Symbol("K", nonnegative=True)}
+BYTES = {
+    "weights": sp.Symbol("b_w", nonnegative=True),
+    "gradients": sp.Symbol("b_g", nonnegative=True),
+    "optimizer": sp.Symbol("K", nonnegative=True),
+}
 
 
 def numbers(recipe: RecipeLike) -> dict[sp.Symbol, sp.Rational]:
@@ -79,8 +82,10 @@ def _max_params(stage: Stage, recipe: Recipe | None) -> sp.Expr:
 def _min_gpus(stage: Stage, recipe: Recipe | None) -> sp.Expr:
     expr = per_gpu_expr(stage, recipe)
     if not expr.has(N_d):
-        raise ValueError(f"stage must be 1, 2 or 3: {stage.label} partitions nothing, so the GPU count "
-                         f"does not change the fit")
+        raise ValueError(
+            f"stage must be 1, 2 or 3: {stage.label} partitions nothing, so the GPU count "
+            f"does not change the fit"
+        )
     (solution,) = sp.solve(sp.Eq(expr, M), N_d)
     return sp.simplify(solution)
 
@@ -92,8 +97,11 @@ def comm_expr(stage: StageLike, ring: bool = False) -> sp.Expr:
 
 
 #: What `evaluate` may be given a value for, and how each value is checked.
-VALUES = {"params": (Psi, checks.params), "gpus": (N_d, checks.gpus),
-          "gpu_memory": (M, lambda v: units.as_bytes("gpu_memory", v))}
+VALUES = {
+    "params": (Psi, checks.params),
+    "gpus": (N_d, checks.gpus),
+    "gpu_memory": (M, lambda v: units.as_bytes("gpu_memory", v)),
+}
 #: Largest power `evaluate` accepts in an expression: the model's formulas use at most 1/N_d.
 MAX_POWER = 4
 
@@ -105,12 +113,15 @@ def evaluate(expr: sp.Expr, recipe: RecipeLike, **values) -> Fraction:
     because sympy's parser runs Python. Its symbols must be this module's, with small powers.
     """
     if isinstance(expr, str) or not isinstance(expr, sp.Expr):
-        raise TypeError(f"expr must be a sympy expression such as symbolic.per_gpu_expr(1), "
-                        f"got {checks.kind(expr)}")
+        raise TypeError(
+            f"expr must be a sympy expression such as symbolic.per_gpu_expr(1), got {checks.kind(expr)}"
+        )
     known = {Psi, N_d, M, *BYTES.values()}
     if not expr.free_symbols <= known:
-        raise ValueError(f"expr may use only {', '.join(sorted(map(str, known)))}, "
-                         f"got {', '.join(sorted(map(str, expr.free_symbols - known)))}")
+        raise ValueError(
+            f"expr may use only {', '.join(sorted(map(str, known)))}, "
+            f"got {', '.join(sorted(map(str, expr.free_symbols - known)))}"
+        )
     if any(not (p.exp.is_Integer and abs(p.exp) <= MAX_POWER) for p in expr.atoms(sp.Pow)):
         raise ValueError(f"expr may raise to whole powers from -{MAX_POWER} to {MAX_POWER} only")
     for key in values:
@@ -118,8 +129,10 @@ def evaluate(expr: sp.Expr, recipe: RecipeLike, **values) -> Fraction:
     subs = numbers(recipe) | {VALUES[k][0]: _rational(VALUES[k][1](v)) for k, v in values.items()}
     result = expr.subs(subs)
     if not result.is_Rational:
-        raise ValueError(f"values must give params=…, gpus=… or gpu_memory=… for each of "
-                         f"{', '.join(sorted(map(str, result.free_symbols)))}")
+        raise ValueError(
+            f"values must give params=…, gpus=… or gpu_memory=… for each of "
+            f"{', '.join(sorted(map(str, result.free_symbols)))}"
+        )
     return Fraction(int(result.p), int(result.q))
 
 
@@ -159,8 +172,7 @@ def bytes_per_param(recipe: RecipeLike) -> Derivation:
     for part in recipe.parts:
         term = _rational(part.nbytes)
         running += term
-        shown = sp.Add(*[_rational(p.nbytes) for p in recipe.parts[: len(steps) + 1]],
-                       evaluate=False)
+        shown = sp.Add(*[_rational(p.nbytes) for p in recipe.parts[: len(steps) + 1]], evaluate=False)
         steps.append(Step(f"+ {part.label} ({part.state})", shown))
     steps.append(Step("bytes per parameter", running))
     steps.append(Step("model state for Ψ parameters", running * Psi))
@@ -171,7 +183,9 @@ def stage_derivation(stage: StageLike, recipe: RecipeLike) -> Derivation:
     """From the general per-GPU formula to `recipe`'s numbers and the N_d → ∞ limit."""
     stage = as_stage(stage)
     general = per_gpu_expr(stage)
-    steps = (Step("replicate or split each state", general),
-             Step(f"substitute {get(recipe).name}", per_gpu_expr(stage, recipe)),
-             Step("as N_d → ∞", limit_expr(stage, recipe)))
+    steps = (
+        Step("replicate or split each state", general),
+        Step(f"substitute {get(recipe).name}", per_gpu_expr(stage, recipe)),
+        Step("as N_d → ∞", limit_expr(stage, recipe)),
+    )
     return Derivation(f"{stage.label} ({stage.paper_name}) per-GPU model state", steps)

@@ -22,8 +22,17 @@ GiB = 2**30
 Size = int | float | Fraction | str
 
 #: Unit names accepted for display, with their size in bytes.
-UNITS: dict[str, int] = {"B": 1, "kB": 10**3, "KiB": 2**10, "MB": 10**6, "MiB": 2**20,
-                         "GB": GB, "GiB": GiB, "TB": 10**12, "TiB": 2**40}
+UNITS: dict[str, int] = {
+    "B": 1,
+    "kB": 10**3,
+    "KiB": 2**10,
+    "MB": 10**6,
+    "MiB": 2**20,
+    "GB": GB,
+    "GiB": GiB,
+    "TB": 10**12,
+    "TiB": 2**40,
+}
 #: Most digits a typed number may have, and the largest exponent it may carry.
 TYPED_DIGITS, TYPED_EXPONENT = 50, 99
 #: Most decimals `format_number` shows.
@@ -32,8 +41,17 @@ MAX_DECIMALS = 30
 WRITTEN_DIGITS = 40
 
 _UNIT_KEYS = {key.lower(): size for key, size in UNITS.items()} | {"bytes": 1}
-_COUNT_WORDS = {"": 1, "k": 10**3, "thousand": 10**3, "m": 10**6, "million": 10**6,
-                "b": 10**9, "billion": 10**9, "t": 10**12, "trillion": 10**12}
+_COUNT_WORDS = {
+    "": 1,
+    "k": 10**3,
+    "thousand": 10**3,
+    "m": 10**6,
+    "million": 10**6,
+    "b": 10**9,
+    "billion": 10**9,
+    "t": 10**12,
+    "trillion": 10**12,
+}
 _DECIMAL = r"(?P<whole>[0-9](?:_?[0-9])*)(?:\.(?P<part>[0-9](?:_?[0-9])*))?(?:[eE](?P<power>[+-]?[0-9]+))?"
 _NUMBER = r"(?P<number>[0-9](?:_?[0-9])*(?:\.[0-9](?:_?[0-9])*)?(?:[eE][+-]?[0-9]+)?)"
 # Patterns stay strings: `re` compiles and caches each on first use, not at import.
@@ -45,7 +63,7 @@ _RATIO = r"(?P<sign>[-+]?)\s*(?:(?P<top>[0-9]+)\s*/\s*(?P<bottom>[0-9]+)|" + _NU
 COUNT_FORMS = '"7.5B", "7.5e9", "175 billion", "70M", "1T", "1_000_000"'
 SIZE_FORMS = '"80GB", "80 GiB", "512 MiB", "1.5 TB"'
 RATE_FORMS = '"100 Gb/s" (bits), "25 GB/s" (bytes), "900GB/s"'
-RATIO_FORMS = '2, 0.5 or 1/2'
+RATIO_FORMS = "2, 0.5 or 1/2"
 
 
 def _text(field: str, text: object, forms: str) -> str:
@@ -64,8 +82,10 @@ def read_decimal(text: str, *, field: str, forms: str) -> Fraction:
     power = (match["power"] or "0").lstrip("+-").lstrip("0")
     too_long = len(digits) > TYPED_DIGITS or len(power) > len(str(TYPED_EXPONENT))
     if too_long or int(power or 0) > TYPED_EXPONENT:  # checked on the text, before any big number is built
-        raise ValueError(f"{field}: {checks.shown(text)} has too many digits (at most {TYPED_DIGITS}, "
-                         f"with an exponent from -{TYPED_EXPONENT} to {TYPED_EXPONENT}); use forms like {forms}")
+        raise ValueError(
+            f"{field}: {checks.shown(text)} has too many digits (at most {TYPED_DIGITS}, "
+            f"with an exponent from -{TYPED_EXPONENT} to {TYPED_EXPONENT}); use forms like {forms}"
+        )
     return Fraction(text.strip().replace("_", ""))
 
 
@@ -74,12 +94,15 @@ def parse_count(text: str, *, field: str = "params") -> int:
     match = re.fullmatch(_COUNT, _text(field, text, COUNT_FORMS), re.ASCII)
     word = match["word"].lower() if match else ""
     if not match or word not in _COUNT_WORDS:
-        raise ValueError(f"{field}: cannot read {checks.shown(text)} as a count; "
-                         f"use forms like {COUNT_FORMS}")
+        raise ValueError(
+            f"{field}: cannot read {checks.shown(text)} as a count; use forms like {COUNT_FORMS}"
+        )
     value = read_decimal(match["number"], field=field, forms=COUNT_FORMS) * _COUNT_WORDS[word]
     if value.denominator != 1:
-        raise ValueError(f"{field}: {checks.shown(text)} is not a whole number ({format_number(value)}); "
-                         f"use forms like {COUNT_FORMS}")
+        raise ValueError(
+            f"{field}: {checks.shown(text)} is not a whole number ({format_number(value)}); "
+            f"use forms like {COUNT_FORMS}"
+        )
     return int(value)
 
 
@@ -88,7 +111,8 @@ def parse_whole(text: str, *, field: str, high: int) -> int:
     if not isinstance(text, str) or not re.fullmatch(r"[0-9]{1,50}", text.strip(), re.ASCII):
         shown = checks.shown(text) if isinstance(text, str) else checks.kind(text)
         raise (ValueError if isinstance(text, str) else TypeError)(
-            f"{field} must be a whole number from 1 to {high:,}, got {shown}")
+            f"{field} must be a whole number from 1 to {high:,}, got {shown}"
+        )
     return checks.whole(field, int(text), high=high)
 
 
@@ -98,7 +122,8 @@ def unit_size(name: str) -> int:
     if size is None:
         shown = checks.shown(name) if isinstance(name, str) else checks.kind(name)
         raise (ValueError if isinstance(name, str) else TypeError)(
-            f"unit must be one of {', '.join(UNITS)}, got {shown}")
+            f"unit must be one of {', '.join(UNITS)}, got {shown}"
+        )
     return size
 
 
@@ -113,8 +138,10 @@ def parse_size(text: str, *, field: str = "memory") -> Fraction:
     match = re.fullmatch(_SIZE, _text(field, text, SIZE_FORMS), re.ASCII)
     size = _UNIT_KEYS.get(match["word"].lower()) if match else None
     if size is None:
-        raise ValueError(f"{field}: cannot read {checks.shown(text)} as a size; use forms like {SIZE_FORMS} "
-                         f"(GB = 10**9 bytes, GiB = 2**30 bytes)")
+        raise ValueError(
+            f"{field}: cannot read {checks.shown(text)} as a size; use forms like {SIZE_FORMS} "
+            f"(GB = 10**9 bytes, GiB = 2**30 bytes)"
+        )
     return read_decimal(match["number"], field=field, forms=SIZE_FORMS) * size
 
 
@@ -122,8 +149,9 @@ def parse_bandwidth(text: str, *, field: str = "bandwidth") -> Fraction:
     """Read a link speed such as "100 Gb/s" (bits) or "25 GB/s" (bytes) as exact bytes per second."""
     match = re.fullmatch(_RATE, _text(field, text, RATE_FORMS), re.ASCII)
     if not match:
-        raise ValueError(f"{field}: cannot read {checks.shown(text)} as a bandwidth; "
-                         f"use forms like {RATE_FORMS}")
+        raise ValueError(
+            f"{field}: cannot read {checks.shown(text)} as a bandwidth; use forms like {RATE_FORMS}"
+        )
     scale = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[match["word"]]
     per_bit = Fraction(1, 8) if match["kind"] == "b" else 1
     value = read_decimal(match["number"], field=field, forms=RATE_FORMS) * scale * per_bit
@@ -131,7 +159,7 @@ def parse_bandwidth(text: str, *, field: str = "bandwidth") -> Fraction:
 
 
 def read_ratio(text: str, *, field: str, forms: str = RATIO_FORMS, need: str = "a number") -> Fraction:
-    """A signed decimal or fraction such as "2", "-0.5" or "1/2", exactly; each part read by `read_decimal`."""
+    """A signed decimal or fraction such as "2", "-0.5" or "1/2" read exactly, each part by `read_decimal`."""
     match = re.fullmatch(_RATIO, _text(field, text, forms), re.ASCII)
     if not match or (match["bottom"] is not None and not match["bottom"].strip("0")):
         raise ValueError(f"{field} must be {need} such as {forms}, got {checks.shown(text)}")
@@ -144,7 +172,7 @@ def read_ratio(text: str, *, field: str, forms: str = RATIO_FORMS, need: str = "
 
 
 def as_bytes(field: str, value: Size, *, zero: bool = False) -> Fraction:
-    """A memory amount in bytes, from 1 byte (or 0, when `zero`) to 10**18: a number, or text such as "80GB"."""
+    """A memory amount in bytes, from 1 (or 0, when `zero`) to 10**18: a number, or text such as "80GB"."""
     if isinstance(value, str):
         value = Fraction(0) if zero and value.strip() == "0" else parse_size(value, field=field)
     return checks.memory(field, value, zero=zero)

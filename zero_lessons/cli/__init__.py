@@ -77,8 +77,15 @@ def _advise(args, recipe: recipes.Recipe) -> int:
     """Run the advisor; print its answer, and write the DeepSpeed config when asked."""
     from ..planning.advice import advise  # the advisor's planning code: the other commands never need it
 
-    answer = advise(args.params, args.gpus, args.gpu_memory, activations=args.activations, recipe=recipe,
-                    cpu_memory=args.cpu_memory, gpus_per_node=args.gpus_per_node)
+    answer = advise(
+        args.params,
+        args.gpus,
+        args.gpu_memory,
+        activations=args.activations,
+        recipe=recipe,
+        cpu_memory=args.cpu_memory,
+        gpus_per_node=args.gpus_per_node,
+    )
     config = answer.ds_config()
     if args.ds_config is not None:
         import json
@@ -91,8 +98,11 @@ def _advise(args, recipe: recipes.Recipe) -> int:
             raise ValueError(f"--ds-config: cannot write {checks.shown(args.ds_config)}: {why}") from None
     if args.json:
         return output.emit(answer.to_dict() | {"ds_config": config})
-    hint = ["  - give --cpu-memory (host memory per node) to consider offload"] if (
-        answer.rule == "does-not-fit" and args.cpu_memory is None) else []
+    hint = (
+        ["  - give --cpu-memory (host memory per node) to consider offload"]
+        if (answer.rule == "does-not-fit" and args.cpu_memory is None)
+        else []
+    )
     return output.emit("\n".join([repr(answer), *hint]))
 
 
@@ -102,8 +112,11 @@ def _lab(args) -> int:
     from ..lab import report
 
     rows, seconds = lab.run(args.ranks, args.modes)
-    output.emit({"rows": report.to_dict(rows), "wall_seconds": round(seconds, 1)} if args.json
-                else f"{report.to_text(rows)}\n\nwall time {seconds:.1f} s for ranks {args.ranks}")
+    output.emit(
+        {"rows": report.to_dict(rows), "wall_seconds": round(seconds, 1)}
+        if args.json
+        else f"{report.to_text(rows)}\n\nwall time {seconds:.1f} s for ranks {args.ranks}"
+    )
     return 0 if all(r.matches for r in rows) else 1
 
 

@@ -65,8 +65,11 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         """Exit 2 with one line; a mistyped flag is named as unrecognized, not as the required one it hid."""
-        unknown = [arg for arg in getattr(self, "_given", ()) if arg[:2] == "--" and len(arg) > 2
-                   and arg.split("=")[0] not in self._option_string_actions]
+        unknown = [
+            arg
+            for arg in getattr(self, "_given", ())
+            if arg[:2] == "--" and len(arg) > 2 and arg.split("=")[0] not in self._option_string_actions
+        ]
         if unknown and message.startswith("the following arguments are required"):
             message = f"unrecognized arguments: {' '.join(checks.shown(arg) for arg in unknown)}"
         self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
@@ -97,8 +100,14 @@ REQUIRED = object()
 FLAGS = {
     "table": (("params", None, REQUIRED), ("gpus", None, REQUIRED), ("unit", None, "GB")),
     "fit": (("gpu_memory", "--memory", REQUIRED), ("gpus", None, REQUIRED)),
-    "advise": (("params", None, REQUIRED), ("gpus", None, REQUIRED), ("gpu_memory", None, REQUIRED),
-               ("activations", None, Fraction(0)), ("cpu_memory", None, None), ("gpus_per_node", None, 8)),
+    "advise": (
+        ("params", None, REQUIRED),
+        ("gpus", None, REQUIRED),
+        ("gpu_memory", None, REQUIRED),
+        ("activations", None, Fraction(0)),
+        ("cpu_memory", None, None),
+        ("gpus_per_node", None, 8),
+    ),
 }
 #: Each subcommand's one-line help.
 HELP = {
@@ -106,7 +115,7 @@ HELP = {
     "fit": "largest model whose model state fits, per stage",
     "advise": "lowest stage that fits, by the article's rules, with a DeepSpeed config",
     "lab": "measure real PyTorch and DeepSpeed runs on CPU ranks against the predictions "
-           "(needs the lab extra)",
+    "(needs the lab extra)",
     "recipes": "list the named recipes",
 }
 
@@ -116,9 +125,16 @@ def _flags(sub: argparse.ArgumentParser, command: str) -> None:
     for name, flag, default in FLAGS[command]:
         field = FIELDS[name]
         flag = flag or field.flag
-        sub.add_argument(flag, dest=name, type=_typed(field, flag), help=field.help,
-                         **({"required": True} if default is REQUIRED else {"default": default}))
-    sub.add_argument("--recipe", choices=list(recipes.PRESETS), help="named recipe (default mixed-adam, 2 + 2 + 12 B)")
+        sub.add_argument(
+            flag,
+            dest=name,
+            type=_typed(field, flag),
+            help=field.help,
+            **({"required": True} if default is REQUIRED else {"default": default}),
+        )
+    sub.add_argument(
+        "--recipe", choices=list(recipes.PRESETS), help="named recipe (default mixed-adam, 2 + 2 + 12 B)"
+    )
     for name in CUSTOM:
         field = FIELDS[name]
         sub.add_argument(field.flag, dest=name, type=_typed(field, field.flag), metavar="B", help=field.help)
@@ -127,24 +143,38 @@ def _flags(sub: argparse.ArgumentParser, command: str) -> None:
 
 def build_parser() -> Parser:
     """The full command-line grammar."""
-    top = Parser(prog="zero-lessons", description="Exact per-GPU model-state memory for DeepSpeed ZeRO stages 0-3.",
-                 epilog=EXAMPLES, formatter_class=Formatter)
-    subs = top.add_subparsers(dest="command", required=True, metavar="{table,fit,advise,lab,recipes}",
-                              parser_class=Parser)
+    top = Parser(
+        prog="zero-lessons",
+        description="Exact per-GPU model-state memory for DeepSpeed ZeRO stages 0-3.",
+        epilog=EXAMPLES,
+        formatter_class=Formatter,
+    )
+    subs = top.add_subparsers(
+        dest="command", required=True, metavar="{table,fit,advise,lab,recipes}", parser_class=Parser
+    )
     parsers = {c: subs.add_parser(c, help=HELP[c], formatter_class=Formatter, epilog=EXAMPLES) for c in FLAGS}
     for command, sub in parsers.items():
         _flags(sub, command)
         sub.set_defaults(sub=sub)
-    parsers["table"].add_argument("--padded", action="store_true",
-                                  help="split ceil(Ψ/N) elements per rank, as real code does")
-    parsers["advise"].add_argument("--ds-config", metavar="FILE", type=_file_name,
-                                   help="write the DeepSpeed config for the choice to FILE")
+    parsers["table"].add_argument(
+        "--padded", action="store_true", help="split ceil(Ψ/N) elements per rank, as real code does"
+    )
+    parsers["advise"].add_argument(
+        "--ds-config",
+        metavar="FILE",
+        type=_file_name,
+        help="write the DeepSpeed config for the choice to FILE",
+    )
     lab = subs.add_parser("lab", help=HELP["lab"], formatter_class=Formatter)
-    lab.add_argument("--ranks", type=_typed(rank_list, "--ranks"), default="1,2,4",
-                     help="world sizes to run, e.g. 1,2,4")
-    lab.add_argument("--modes", type=_typed(mode_list, "--modes"), default="all",
-                     help="setups to run: all, pytorch, deepspeed, or a comma-separated list such as "
-                          "ddp,ds_zero3")
+    lab.add_argument(
+        "--ranks", type=_typed(rank_list, "--ranks"), default="1,2,4", help="world sizes to run, e.g. 1,2,4"
+    )
+    lab.add_argument(
+        "--modes",
+        type=_typed(mode_list, "--modes"),
+        default="all",
+        help="setups to run: all, pytorch, deepspeed, or a comma-separated list such as ddp,ds_zero3",
+    )
     lab.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     subs.add_parser("recipes", help=HELP["recipes"], formatter_class=Formatter)
     return top
@@ -153,8 +183,9 @@ def build_parser() -> Parser:
 def _file_name(text: str) -> str:
     """A file name to write to: any text but the empty one."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"needs a file name to write the config to, "
-                                         f"got {checks.shown(text)}")
+        raise argparse.ArgumentTypeError(
+            f"needs a file name to write the config to, got {checks.shown(text)}"
+        )
     return text
 
 
@@ -163,23 +194,30 @@ def rank_list(text: str, flag: str = "ranks") -> tuple[int, ...]:
     try:
         sizes = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise ValueError(f"ranks must be a comma-separated list of whole numbers from 1 to 8, "
-                         f"got {checks.shown(text)}") from None
+        raise ValueError(
+            f"ranks must be a comma-separated list of whole numbers from 1 to 8, got {checks.shown(text)}"
+        ) from None
     for size in sizes:
         checks.whole("ranks", size, high=8)
     return sizes
 
 
 def mode_list(text: str, flag: str = "modes") -> tuple[str, ...]:
-    """Lab setups: "all", "pytorch", "deepspeed", or a comma-separated list of mode names, in the lab's order."""
+    """Lab setups: "all", "pytorch", "deepspeed", or a comma-separated list of mode names, in lab order."""
     from .. import lab
 
-    groups = {"all": tuple(lab.MODE_NAMES), "pytorch": tuple(lab.TORCH_NAMES), "deepspeed": tuple(lab.DEEPSPEED_NAMES)}
+    groups = {
+        "all": tuple(lab.MODE_NAMES),
+        "pytorch": tuple(lab.TORCH_NAMES),
+        "deepspeed": tuple(lab.DEEPSPEED_NAMES),
+    }
     chosen: set[str] = set()
     for part in text.split(","):
         if part not in groups and part not in lab.MODE_NAMES:
-            raise ValueError(f"modes must be all, pytorch, deepspeed or a list of {', '.join(lab.MODE_NAMES)}; "
-                             f"got {checks.shown(part)}")
+            raise ValueError(
+                f"modes must be all, pytorch, deepspeed or a list of {', '.join(lab.MODE_NAMES)}; "
+                f"got {checks.shown(part)}"
+            )
         chosen.update(groups.get(part, (part,)))
     return tuple(mode for mode in lab.MODE_NAMES if mode in chosen)
 

@@ -61,18 +61,22 @@ class View:
 
 
 def verdict(table: StageTable) -> str:
-    """"lowest stage that fits: ZeRO-2 (28.125 GB of 80 GB)", or why nothing fits."""
+    """ "lowest stage that fits: ZeRO-2 (28.125 GB of 80 GB)", or why nothing fits."""
     checks.instance("table", table, StageTable, "a StageTable with gpu_memory")
     if table.gpu_memory is None:
         raise ValueError("table must have gpu_memory: make it with stage_table(..., gpu_memory=...)")
     show = lambda b: units.format_bytes(b, table.unit)  # noqa: E731
     fit = memory.lowest_fitting(tuple(row.held for row in table.rows), table.gpu_memory)
     if fit is not None:
-        return (f"lowest stage that fits: {fit.label} "
-                f"({show(table.rows[fit].held.total)} of {show(table.gpu_memory)})")
+        return (
+            f"lowest stage that fits: {fit.label} "
+            f"({show(table.rows[fit].held.total)} of {show(table.gpu_memory)})"
+        )
     fewest = memory.min_gpus(table.params, table.gpu_memory, Stage.ZERO3, table.recipe)
-    return (f"nothing fits: even ZeRO-3 needs {show(table.rows[-1].held.total)} of {show(table.gpu_memory)} "
-            f"per GPU; ZeRO-3 would fit on {fewest:,} GPUs")
+    return (
+        f"nothing fits: even ZeRO-3 needs {show(table.rows[-1].held.total)} of {show(table.gpu_memory)} "
+        f"per GPU; ZeRO-3 would fit on {fewest:,} GPUs"
+    )
 
 
 def compute_view(settings: Settings) -> View:

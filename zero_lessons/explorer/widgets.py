@@ -30,7 +30,7 @@ def _round3(value: float) -> int:
 
 
 def _nearest_step(gpus: int) -> int:
-    """The slider stop closest to `gpus` on a log scale (the slider shows position; the text holds the value)."""
+    """The slider stop closest to `gpus` on a log scale (the slider shows position, the text the value)."""
     return min(views.GPU_STEPS, key=lambda step: abs(math.log(step) - math.log(gpus)))
 
 
@@ -39,26 +39,9 @@ class Explorer:
 
     def __init__(self, settings: views.Settings = views.Settings()):
         checks.instance("settings", settings, views.Settings, "an views.Settings")
-        s, self._syncing = settings, False
-        self.preset = w.Dropdown(options=[_PICK, *views.PRESETS], description="case")
-        self.params_slider = w.FloatLogSlider(value=s.params, base=10, min=8, max=15, step=0.01, readout=False,
-                                              description="model size")
-        self.params_text = w.Text(units.format_count(s.params, digits=12), description="params", continuous_update=False)
-        self.gpus_slider = w.SelectionSlider(options=views.GPU_STEPS, value=_nearest_step(s.gpus),
-                                             readout=False,
-                                             description="GPUs")
-        self.gpus_text = w.Text(str(s.gpus), description="GPU count", continuous_update=False)
-        custom = s.recipe.name not in recipes.PRESETS
-        self.recipe = w.Dropdown(options=[*recipes.PRESETS, "custom"], value="custom" if custom else s.recipe.name,
-                                 description="recipe")
-        self.custom = {k: w.Text(str(getattr(s.recipe, k)), description=k.replace("_", " "),
-                                 continuous_update=False) for k in CUSTOM}
-        self.gpu_memory = w.Text(f"{units.format_number(units.in_unit(s.gpu_memory, s.unit), 12)} {s.unit}",
-                                 description="memory/GPU", continuous_update=False)
-        self.unit = w.ToggleButtons(options=["GB", "GiB"], value=s.unit, description="unit")
-        self.dtype = w.Dropdown(options=list(communication.DTYPES), value=s.dtype, description="sent as")
-        self.bandwidth = w.Text(f"{units.format_number(s.bandwidth * 8 / 10**9, 12)} Gb/s",
-                                description="link", continuous_update=False)
+        self._syncing = False
+        self._make_model_controls(settings)
+        self._make_training_controls(settings)
         self.errors = {k: w.HTML() for k in (*_TYPED, *CUSTOM)}
         self.status, self.verdict, self.table, self.comm_table = w.HTML(), w.HTML(), w.HTML(), w.HTML()
         self.bars, self.scaling, self.comm_chart, self.advice = w.HTML(), w.HTML(), w.HTML(), w.HTML()
@@ -66,29 +49,100 @@ class Explorer:
         self.params_slider.observe(self._slid_params, "value")
         self.gpus_slider.observe(self._slid_gpus, "value")
         self.preset.observe(self._chose_preset, "value")
-        for control in (self.params_text, self.gpus_text, self.recipe, *self.custom.values(), self.gpu_memory,
-                        self.unit, self.dtype, self.bandwidth):
+        for control in self._read_controls():
             control.observe(self.refresh, "value")
         self.widget = self._layout()
         self.refresh()
 
+    def _make_model_controls(self, s: views.Settings) -> None:
+        """The case, model size, GPU count and memory per GPU controls, set from `s`."""
+        self.preset = w.Dropdown(options=[_PICK, *views.PRESETS], description="case")
+        self.params_slider = w.FloatLogSlider(
+            value=s.params, base=10, min=8, max=15, step=0.01, readout=False, description="model size"
+        )
+        self.params_text = w.Text(
+            units.format_count(s.params, digits=12), description="params", continuous_update=False
+        )
+        self.gpus_slider = w.SelectionSlider(
+            options=views.GPU_STEPS, value=_nearest_step(s.gpus), readout=False, description="GPUs"
+        )
+        self.gpus_text = w.Text(str(s.gpus), description="GPU count", continuous_update=False)
+        self.gpu_memory = w.Text(
+            f"{units.format_number(units.in_unit(s.gpu_memory, s.unit), 12)} {s.unit}",
+            description="memory/GPU",
+            continuous_update=False,
+        )
+
+    def _make_training_controls(self, s: views.Settings) -> None:
+        """The recipe (with its custom byte counts), unit, dtype sent and link controls, set from `s`."""
+        custom = s.recipe.name not in recipes.PRESETS
+        self.recipe = w.Dropdown(
+            options=[*recipes.PRESETS, "custom"],
+            value="custom" if custom else s.recipe.name,
+            description="recipe",
+        )
+        self.custom = {
+            k: w.Text(str(getattr(s.recipe, k)), description=k.replace("_", " "), continuous_update=False)
+            for k in CUSTOM
+        }
+        self.unit = w.ToggleButtons(options=["GB", "GiB"], value=s.unit, description="unit")
+        self.dtype = w.Dropdown(options=list(communication.DTYPES), value=s.dtype, description="sent as")
+        self.bandwidth = w.Text(
+            f"{units.format_number(s.bandwidth * 8 / 10**9, 12)} Gb/s",
+            description="link",
+            continuous_update=False,
+        )
+
+    def _read_controls(self) -> tuple[w.Widget, ...]:
+        """The controls `read` takes values from; a change to any of them redraws every view."""
+        return (
+            self.params_text,
+            self.gpus_text,
+            self.recipe,
+            *self.custom.values(),
+            self.gpu_memory,
+            self.unit,
+            self.dtype,
+            self.bandwidth,
+        )
+
     def _layout(self) -> w.Widget:
         """Controls on the left with their inline messages; views on the right."""
         row = lambda control, key=None: w.HBox([control, self.errors[key]] if key else [control])  # noqa: E731
-        for control in (self.preset, self.params_slider, self.params_text, self.gpus_slider, self.gpus_text,
-                        self.recipe, *self.custom.values(), self.gpu_memory, self.unit, self.dtype,
-                        self.bandwidth):
+        for control in (self.preset, self.params_slider, self.gpus_slider, *self._read_controls()):
             control.style.description_width = "110px"
-        model = w.VBox([self.preset, self.params_slider, row(self.params_text, "params"), self.gpus_slider,
-                        row(self.gpus_text, "gpus"), row(self.gpu_memory, "gpu_memory")])
-        training = w.VBox([self.recipe, *(row(self.custom[k], k) for k in CUSTOM), self.unit, self.dtype,
-                           row(self.bandwidth, "bandwidth")])
-        controls = w.HBox([model, training])
-        wrap = w.Layout(flex_flow="row wrap")  # charts sit side by side where there is room, stacked where not
-        views = w.VBox([self.verdict, self.status, self.table, self.advice,
-                        w.HBox([self.bars, self.scaling], layout=wrap),
-                        w.HBox([self.comm_chart, self.comm_table], layout=wrap)])
-        app = w.VBox([controls, views], layout=w.Layout(width="100%"))
+        model = w.VBox(
+            [
+                self.preset,
+                self.params_slider,
+                row(self.params_text, "params"),
+                self.gpus_slider,
+                row(self.gpus_text, "gpus"),
+                row(self.gpu_memory, "gpu_memory"),
+            ]
+        )
+        training = w.VBox(
+            [
+                self.recipe,
+                *(row(self.custom[k], k) for k in CUSTOM),
+                self.unit,
+                self.dtype,
+                row(self.bandwidth, "bandwidth"),
+            ]
+        )
+        # charts sit side by side where there is room, stacked where not
+        wrap = w.Layout(flex_flow="row wrap")
+        views = w.VBox(
+            [
+                self.verdict,
+                self.status,
+                self.table,
+                self.advice,
+                w.HBox([self.bars, self.scaling], layout=wrap),
+                w.HBox([self.comm_chart, self.comm_table], layout=wrap),
+            ]
+        )
+        app = w.VBox([w.HBox([model, training]), views], layout=w.Layout(width="100%"))
         app.add_class("zero-explorer")
         return app
 
@@ -131,8 +185,12 @@ class Explorer:
 
     def read(self) -> tuple[views.Settings | None, dict[str, str]]:
         """Settings from the controls, read through `inputs.FIELDS`; or None and a message per bad control."""
-        texts = {"params": self.params_text, "gpus": self.gpus_text, "gpu_memory": self.gpu_memory,
-                 "bandwidth": self.bandwidth} | (self.custom if self.recipe.value == "custom" else {})
+        texts = {
+            "params": self.params_text,
+            "gpus": self.gpus_text,
+            "gpu_memory": self.gpu_memory,
+            "bandwidth": self.bandwidth,
+        } | (self.custom if self.recipe.value == "custom" else {})
         errors, got = {}, {}
         for key, control in texts.items():
             try:
@@ -141,10 +199,20 @@ class Explorer:
                 errors[key] = str(err)
         if errors:
             return None, errors
-        recipe = (recipes.custom(*(got[k] for k in CUSTOM)) if self.recipe.value == "custom"
-                  else recipes.get(self.recipe.value))
-        return views.Settings(got["params"], got["gpus"], recipe, got["gpu_memory"], self.unit.value,
-                                 self.dtype.value, got["bandwidth"]), {}
+        recipe = (
+            recipes.custom(*(got[k] for k in CUSTOM))
+            if self.recipe.value == "custom"
+            else recipes.get(self.recipe.value)
+        )
+        return views.Settings(
+            got["params"],
+            got["gpus"],
+            recipe,
+            got["gpu_memory"],
+            self.unit.value,
+            self.dtype.value,
+            got["bandwidth"],
+        ), {}
 
     def refresh(self, change=None) -> None:
         """Redraw every view from the controls; never raise into the notebook."""
@@ -171,7 +239,9 @@ class Explorer:
         for key, label in self.errors.items():
             label.value = _ERROR.format(escape(errors[key], quote=False)) if key in errors else ""
         if errors:
-            self.status.value = _ERROR.format("fix the marked input; the views still show the last valid settings")
+            self.status.value = _ERROR.format(
+                "fix the marked input; the views still show the last valid settings"
+            )
             return
         self._sync_sliders(settings)
         for widget, value in shown:
@@ -183,10 +253,15 @@ class Explorer:
         """Every view's content for `settings`, computed before any widget changes."""
         view = views.compute_view(settings)
         verdict = f"<b class='zero-verdict'>{escape(view.verdict, quote=False)}</b>"
-        return view, [(self.verdict, verdict), (self.table, view.table.to_html()),
-                      (self.bars, views.plot_memory_bars(view)), (self.scaling, views.plot_scaling(view)),
-                      (self.comm_chart, views.plot_comm(view)), (self.comm_table, views.comm_html(view)),
-                      (self.advice, views.advice_html(view))]
+        return view, [
+            (self.verdict, verdict),
+            (self.table, view.table.to_html()),
+            (self.bars, views.plot_memory_bars(view)),
+            (self.scaling, views.plot_scaling(view)),
+            (self.comm_chart, views.plot_comm(view)),
+            (self.comm_table, views.comm_html(view)),
+            (self.advice, views.advice_html(view)),
+        ]
 
     def _sync_sliders(self, settings: views.Settings) -> None:
         """Put the sliders where the typed values are (they show position only; the text is the value)."""
@@ -194,4 +269,3 @@ class Explorer:
             self._set_quietly(self.params_slider, min(max(settings.params, 10**8), 10**15))
         if self.gpus_slider.value != _nearest_step(settings.gpus):
             self._set_quietly(self.gpus_slider, _nearest_step(settings.gpus))
-

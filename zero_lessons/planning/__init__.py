@@ -11,5 +11,16 @@ The parts:
 from .advice import Advice, advise, advise_model
 from .step import DDP, FSDP2, DeepSpeed, Model, Paper, layered_model, timeline, transformer_model
 
-__all__ = ["DDP", "FSDP2", "Advice", "DeepSpeed", "Model", "Paper", "advise", "advise_model", "layered_model",
-           "timeline", "transformer_model"]
+__all__ = [
+    "DDP",
+    "FSDP2",
+    "Advice",
+    "DeepSpeed",
+    "Model",
+    "Paper",
+    "advise",
+    "advise_model",
+    "layered_model",
+    "timeline",
+    "transformer_model",
+]

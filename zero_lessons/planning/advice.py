@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 from .. import checks, communication, memory, units
 from ..inputs import Setup
@@ -24,35 +25,34 @@ RULES = {
     "partition-optimizer": "The parameters fit but the optimizer state does not: try stage 1 or 2.",
     "partition-parameters": "Fully replicated parameters do not fit: use stage 3.",
     "stage-3-or-more-gpus": "The parameters fit whole, but stage 2's shards do not on this many GPUs: "
-                            "use stage 3, or add GPUs until stage 2 fits.",
+    "use stage 3, or add GPUs until stage 2 fits.",
     "activations": "Model state fits under stage 3 but activations do not: add activation checkpointing "
-                   "or use a smaller micro-batch.",
+    "or use a smaller micro-batch.",
     "offload": "Not even stage 3 fits on the GPUs: offload state to host memory, at a cost in PCIe traffic.",
     "does-not-fit": "The model state does not fit on these GPUs even under stage 3: add GPUs, offload to "
-                    "host memory, or shrink the model or the batch.",
+    "host memory, or shrink the model or the batch.",
 }
 #: Below this share of memory left free, the advice warns (see CLAIMANTS for what else needs the room).
 HEADROOM = Fraction(1, 10)
 #: What else needs room, by where the headroom is thin.
-CLAIMANTS = {"per GPU": "the CUDA context, communication buffers and fragmentation need room",
-             "of host memory per node": "the operating system, pinned buffers and the data loader need room"}
+CLAIMANTS = {
+    "per GPU": "the CUDA context, communication buffers and fragmentation need room",
+    "of host memory per node": "the operating system, pinned buffers and the data loader need room",
+}
 #: The warning when the advice counted model state only.
-NO_ACTIVATIONS = ("activations were left at 0: only model state is counted, but every GPU also keeps the "
-                  "activations of its micro-batch (give activations=..., or use advise_model)")
+NO_ACTIVATIONS = (
+    "activations were left at 0: only model state is counted, but every GPU also keeps the "
+    "activations of its micro-batch (give them: --activations on the command line, activations= in Python)"
+)
 _PAPER = {stage: sum(c.multiple for c in communication.collectives(stage)) for stage in Stage}
 #: Which ranking the advice follows, and what DeepSpeed's defaults change (lesson 7 measures them).
-RANKING = (f"Ranking: the ZeRO paper's. Stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per GPU per step and stage 3 "
-           f"sends {_PAPER[Stage.ZERO3]}Ψ, so the lowest stage that fits is the cheapest. Under DeepSpeed's "
-           "defaults ZeRO-1/2 send about 3Ψ (a bucketed all-reduce, then the weight all-gather) and ZeRO-3 "
-           "about 2Ψ in steady state (lesson 7 measures both), so there a higher stage costs little or no "
-           "extra traffic.")
-#: Why DeepSpeed's host estimate exceeds the paper's count, by the stage of the offload.
-DEEPSPEED_HOST = {
-    Stage.ZERO2: "DeepSpeed's ZeRO-2 offload estimate grows with the cluster: max(4 × GPUs, 16) bytes per "
-                 "parameter on every node, times a buffer factor of 1.5",
-    Stage.ZERO3: "DeepSpeed also keeps an fp32 copy of the gradients on the host (4 bytes per parameter the "
-                 "paper leaves out) and multiplies by a buffer factor of 1.5",
-}
+RANKING = (
+    f"Ranking: the ZeRO paper's. Stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per GPU per step and stage 3 "
+    f"sends {_PAPER[Stage.ZERO3]}Ψ, so the lowest stage that fits is the cheapest. Under DeepSpeed's "
+    "defaults ZeRO-1/2 send about 3Ψ (a bucketed all-reduce, then the weight all-gather) and ZeRO-3 "
+    "about 2Ψ in steady state (lesson 7 measures both), so there a higher stage costs little or no "
+    "extra traffic."
+)
 
 
 @dataclass(frozen=True, repr=False)
@@ -71,8 +71,9 @@ class Advice:
 
     def ds_config(self, micro_batch: int = 1) -> dict:
         """The DeepSpeed config for this choice (stage 3 with no offload when nothing fits at all)."""
-        return ds_config.zero_config(self.stage if self.stage is not None else Stage.ZERO3, self.offload,
-                                     micro_batch=micro_batch)
+        return ds_config.zero_config(
+            self.stage if self.stage is not None else Stage.ZERO3, self.offload, micro_batch=micro_batch
+        )
 
     @property
     def headline(self) -> str:
@@ -84,16 +85,27 @@ class Advice:
     def to_dict(self) -> dict:
         """Plain data for JSON: the choice, the rule, the numbers in bytes, the reasons and the warnings."""
         number = units.json_number
-        return {"stage": None if self.stage is None else int(self.stage), "offload": self.offload,
-                "rule": self.rule, "explanation": RULES[self.rule],
-                "gpu_memory_bytes": number(self.gpu_memory),
-                "activation_bytes": number(self.activations), "needs_bytes": [number(n) for n in self.needs],
-                "reasons": list(self.reasons), "warnings": list(self.warnings), "ranking": self.ranking}
+        return {
+            "stage": None if self.stage is None else int(self.stage),
+            "offload": self.offload,
+            "rule": self.rule,
+            "explanation": RULES[self.rule],
+            "gpu_memory_bytes": number(self.gpu_memory),
+            "activation_bytes": number(self.activations),
+            "needs_bytes": [number(n) for n in self.needs],
+            "reasons": list(self.reasons),
+            "warnings": list(self.warnings),
+            "ranking": self.ranking,
+        }
 
     def lines(self, bullet: str = "  - ") -> list[str]:
         """The advice as lines of text: the choice and its rule, the reasons, the warnings, the ranking."""
-        return [f"{_capital(self.headline)}. {RULES[self.rule]}", *(bullet + r for r in self.reasons),
-                *(f"{bullet}warning: {w}" for w in self.warnings), bullet + self.ranking]
+        return [
+            f"{_capital(self.headline)}. {RULES[self.rule]}",
+            *(bullet + r for r in self.reasons),
+            *(f"{bullet}warning: {w}" for w in self.warnings),
+            bullet + self.ranking,
+        ]
 
     def __repr__(self) -> str:
         return "\n".join(self.lines())
@@ -110,9 +122,17 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def advise(params: int, gpus: int, gpu_memory: units.Size, *, activations: units.Size = 0,
-           recipe: RecipeLike = MIXED_ADAM, unit: str = "GB", cpu_memory: units.Size | None = None,
-           gpus_per_node: int = 8) -> Advice:
+def advise(
+    params: int,
+    gpus: int,
+    gpu_memory: units.Size,
+    *,
+    activations: units.Size = 0,
+    recipe: RecipeLike = MIXED_ADAM,
+    unit: str = "GB",
+    cpu_memory: units.Size | None = None,
+    gpus_per_node: int = 8,
+) -> Advice:
     """Pick the lowest stage whose model state plus `activations` fits in `gpu_memory` per GPU.
 
     Offload is tried only when no stage fits on the GPUs and `cpu_memory` (per node) is given.
@@ -122,12 +142,20 @@ def advise(params: int, gpus: int, gpu_memory: units.Size, *, activations: units
     act = units.as_bytes("activations", activations, zero=True)
     host = None if cpu_memory is None else units.as_bytes("cpu_memory", cpu_memory)
     per_node, unit = checks.gpus_per_node(gpus_per_node), units.unit_name(unit)
-    return choose(setup, memory.per_stage(setup), activations=act, unit=unit, cpu_memory=host,
-                  gpus_per_node=per_node)
+    return choose(
+        setup, memory.per_stage(setup), activations=act, unit=unit, cpu_memory=host, gpus_per_node=per_node
+    )
 
 
-def choose(setup: Setup, held: tuple[Breakdown, ...], *, activations: Fraction = Fraction(0),
-           unit: str = "GB", cpu_memory: Fraction | None = None, gpus_per_node: int = 8) -> Advice:
+def choose(
+    setup: Setup,
+    held: tuple[Breakdown, ...],
+    *,
+    activations: Fraction = Fraction(0),
+    unit: str = "GB",
+    cpu_memory: Fraction | None = None,
+    gpus_per_node: int = 8,
+) -> Advice:
     """The advice for a checked `setup` (with its gpu_memory) and its `memory.per_stage`, computed once."""
     checks.instance("setup", setup, Setup, "an inputs.Setup")
     checks.instance("setup.gpu_memory", setup.gpu_memory, (int, Fraction), "bytes: Setup(..., gpu_memory)")
@@ -135,24 +163,27 @@ def choose(setup: Setup, held: tuple[Breakdown, ...], *, activations: Fraction =
     held = memory.check_per_stage(held)
     if cpu_memory is not None:
         checks.instance("cpu_memory", cpu_memory, (int, Fraction), "bytes as an int or Fraction, or None")
-    gpu_memory, act, show = setup.gpu_memory, activations, _shower(units.unit_name(unit))
+    gpu_memory, act = setup.gpu_memory, activations
+    show = partial(units.format_bytes, unit=units.unit_name(unit))
     needs = tuple(state.total + act for state in held)
-    reasons = [f"{s.label}: {show(held[s].total)} model state + {show(act)} activations = {show(needs[s])} "
-               f"of {show(gpu_memory)} per GPU" for s in Stage]
+    reasons = [
+        f"{s.label}: {show(held[s].total)} model state + {show(act)} activations = {show(needs[s])} "
+        f"of {show(gpu_memory)} per GPU"
+        for s in Stage
+    ]
     stage = memory.lowest_fitting(held, gpu_memory, act)
     if stage is None and held[Stage.ZERO3].total > gpu_memory:
         return _offload(setup, needs, act, cpu_memory, gpus_per_node, show, reasons)
     rule = "activations" if stage is None else _rule(setup, stage, act, show, reasons)
     if act and stage is not None and act > held[stage].total:
-        reasons.append("activations outweigh the model state: checkpointing would save more than a higher stage")
-    warnings = (*(() if stage is None else _headroom(needs[stage], gpu_memory, "per GPU", show)),
-                *(() if act else (NO_ACTIVATIONS,)))
+        reasons.append(
+            "activations outweigh the model state: checkpointing would save more than a higher stage"
+        )
+    warnings = (
+        *(() if stage is None else _headroom(needs[stage], gpu_memory, "per GPU", show)),
+        *(() if act else (NO_ACTIVATIONS,)),
+    )
     return Advice(stage, rule, needs, gpu_memory, act, tuple(reasons), warnings=warnings)
-
-
-def _shower(unit: str):
-    """Bytes shown in `unit`."""
-    return lambda nbytes: units.format_bytes(nbytes, unit)
 
 
 def _rule(setup: Setup, stage: Stage, act: Fraction, show, reasons: list[str]) -> str:
@@ -163,14 +194,18 @@ def _rule(setup: Setup, stage: Stage, act: Fraction, show, reasons: list[str]) -
         return "partition-optimizer"
     gpu_memory, whole = setup.gpu_memory, setup.recipe.weight_bytes * setup.params + act
     if whole > gpu_memory:
-        reasons.append(f"whole weights plus activations need {show(whole)}, more than a card holds: "
-                       f"only stage 3 splits them")
+        reasons.append(
+            f"whole weights plus activations need {show(whole)}, more than a card holds: "
+            f"only stage 3 splits them"
+        )
         return "partition-parameters"
     room = gpu_memory - act
     enough = memory.min_gpus(setup.params, room, Stage.ZERO2, setup.recipe) if room > 0 else None
     more = f"; stage 2 would fit on {enough:,} GPUs" if enough else ""
-    reasons.append(f"whole weights plus activations ({show(whole)}) would fit, but not with stage 2's "
-                   f"gradient and optimizer shards on {setup.gpus} GPUs{more}")
+    reasons.append(
+        f"whole weights plus activations ({show(whole)}) would fit, but not with stage 2's "
+        f"gradient and optimizer shards on {setup.gpus} GPUs{more}"
+    )
     return "stage-3-or-more-gpus"
 
 
@@ -178,17 +213,28 @@ def _headroom(need: Fraction, capacity: Fraction, where: str, show) -> tuple[str
     """A warning when `need` leaves less than HEADROOM of `capacity` free; `where` is a key of CLAIMANTS."""
     if capacity - need >= capacity * HEADROOM:
         return ()
-    return (f"only {show(capacity - need)} of {show(capacity)} {where} is left free, under "
-            f"{units.format_number(100 * HEADROOM)}%: {CLAIMANTS[where]}",)
+    return (
+        f"only {show(capacity - need)} of {show(capacity)} {where} is left free, under "
+        f"{units.format_number(100 * HEADROOM)}%: {CLAIMANTS[where]}",
+    )
 
 
-def _offload(setup: Setup, needs: tuple[Fraction, ...], act: Fraction, host: Fraction | None, per_node: int,
-             show, reasons: list[str]) -> Advice:
-    """Advice when not even stage 3 fits: the least offload that fits the GPU and, by both counts, the host.
-    """
+def _offload(
+    setup: Setup,
+    needs: tuple[Fraction, ...],
+    act: Fraction,
+    host: Fraction | None,
+    per_node: int,
+    show,
+    reasons: list[str],
+) -> Advice:
+    """Advice when not even stage 3 fits: the least offload that fits the GPU and, by both counts, host."""
     fewest = memory.min_gpus(setup.params, setup.gpu_memory, Stage.ZERO3, setup.recipe)
-    reasons.append(f"stage 3 model state alone would fit on {fewest:,} GPUs" if fewest else
-                   "no number of GPUs makes it fit")
+    reasons.append(
+        f"stage 3 model state alone would fit on {fewest:,} GPUs"
+        if fewest
+        else "no number of GPUs makes it fit"
+    )
     if host is None:
         reasons.append("no host memory given, so offload was not considered")
     found = None if host is None else _least_offload(setup, act, host, per_node, show, reasons)
@@ -196,14 +242,17 @@ def _offload(setup: Setup, needs: tuple[Fraction, ...], act: Fraction, host: Fra
     if found is None:
         return Advice(None, "does-not-fit", needs, setup.gpu_memory, act, tuple(reasons), warnings=warnings)
     plan, ds_host = found
-    warnings = (*_headroom(plan.gpu, setup.gpu_memory, "per GPU", show),
-                *_headroom(Fraction(max(plan.host, ds_host)), host, "of host memory per node", show),
-                *warnings)
+    warnings = (
+        *_headroom(plan.gpu, setup.gpu_memory, "per GPU", show),
+        *_headroom(Fraction(max(plan.host, ds_host)), host, "of host memory per node", show),
+        *warnings,
+    )
     return Advice(plan.stage, "offload", needs, setup.gpu_memory, act, tuple(reasons), plan.offload, warnings)
 
 
-def _least_offload(setup: Setup, act: Fraction, host: Fraction, per_node: int, show,
-                   reasons: list[str]) -> tuple[offload.Plan, int] | None:
+def _least_offload(
+    setup: Setup, act: Fraction, host: Fraction, per_node: int, show, reasons: list[str]
+) -> tuple[offload.Plan, int] | None:
     """The first plan in offload's order whose GPU part fits and whose host part fits by both counts."""
     tried = offload.plans(setup, act, per_node)
     for plan in tried:
@@ -214,8 +263,10 @@ def _least_offload(setup: Setup, act: Fraction, host: Fraction, per_node: int, s
         if max(plan.host, ds_host) <= host:
             return plan, ds_host
     if all(plan.gpu > setup.gpu_memory for plan in tried):
-        reasons.append(f"even with optimizer and parameters offloaded, {show(tried[-1].gpu)} per GPU is more "
-                       f"than {show(setup.gpu_memory)}")
+        reasons.append(
+            f"even with optimizer and parameters offloaded, {show(tried[-1].gpu)} per GPU is more "
+            f"than {show(setup.gpu_memory)}"
+        )
     else:
         reasons.append(f"no offload fits {show(host)} of host memory per node by both counts")
     return None
@@ -223,19 +274,24 @@ def _least_offload(setup: Setup, act: Fraction, host: Fraction, per_node: int, s
 
 def _host_reason(setup: Setup, plan: offload.Plan, ds_host: int, host: Fraction, per_node: int, show) -> str:
     """One offload choice's GPU and host memory, by the paper's count and by DeepSpeed's estimator."""
-    head = (f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU; host memory per node "
-            f"{show(plan.host)} by the paper's count and {show(ds_host)} by DeepSpeed's estimator, "
-            f"of {show(host)}")
+    head = (
+        f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU; host memory per node "
+        f"{show(plan.host)} by the paper's count and {show(ds_host)} by DeepSpeed's estimator, "
+        f"of {show(host)}"
+    )
     if ds_host <= host:
         return head + (": fits" if plan.host <= host else ": the paper's count does not fit")
     nodes = offload.node_count(setup.gpus, per_node)
     ours, theirs = (units.format_number(Fraction(b * nodes, setup.params), 2) for b in (plan.host, ds_host))
-    return (f"{head}: DeepSpeed's accounting does not fit, because {DEEPSPEED_HOST[plan.stage]} "
-            f"({theirs} bytes per parameter across the hosts, where the paper counts {ours})")
+    return (
+        f"{head}: DeepSpeed's accounting does not fit, because {offload.DEEPSPEED_HOST[plan.stage]} "
+        f"({theirs} bytes per parameter across the hosts, where the paper counts {ours})"
+    )
 
 
-def advise_model(model: Transformer, gpus: int, gpu_memory: units.Size, *, recompute: str = "none",
-                 **options) -> Advice:
+def advise_model(
+    model: Transformer, gpus: int, gpu_memory: units.Size, *, recompute: str = "none", **options
+) -> Advice:
     """`advise` for a transformer and its batch: the activations come from `activations.activation_bytes`."""
     checks.instance("model", model, Transformer, "an activations.Transformer")
     return advise(model.params, gpus, gpu_memory, activations=activation_bytes(model, recompute), **options)

@@ -45,18 +45,30 @@ def _floor(value: Fraction) -> int:
     return int(value)
 
 
-def _common(total_params: int, gpus_per_node: int, nodes: int, buffer_factor) -> tuple[int, int, int, Fraction]:
+def _common(
+    total_params: int, gpus_per_node: int, nodes: int, buffer_factor
+) -> tuple[int, int, int, Fraction]:
     """Validate the shared inputs: the package's bounds, and a buffer factor from > 0 to 1,000."""
     per_node = checks.gpus_per_node(gpus_per_node)
     nodes = checks.whole("nodes", nodes, high=checks.MAX_GPUS // per_node)  # at most MAX_GPUS GPUs in all
-    factor = checks.amount("additional_buffer_factor", buffer_factor, positive=True,
-                           high=(MAX_BUFFER_FACTOR, f"{MAX_BUFFER_FACTOR:,} (DeepSpeed's default is 1.5)"))
+    factor = checks.amount(
+        "additional_buffer_factor",
+        buffer_factor,
+        positive=True,
+        high=(MAX_BUFFER_FACTOR, f"{MAX_BUFFER_FACTOR:,} (DeepSpeed's default is 1.5)"),
+    )
     return checks.params(total_params), per_node, nodes, factor
 
 
-def zero2(total_params: int, gpus_per_node: int = 1, nodes: int = 1, *, cpu_offload: bool = True,
-          additional_buffer_factor=1.5) -> Estimate:
-    """DeepSpeed's ZeRO-2 estimate: fp16 weights whole on each GPU, 18 bytes per parameter split, or offloaded."""
+def zero2(
+    total_params: int,
+    gpus_per_node: int = 1,
+    nodes: int = 1,
+    *,
+    cpu_offload: bool = True,
+    additional_buffer_factor=1.5,
+) -> Estimate:
+    """DeepSpeed's ZeRO-2 estimate: fp16 weights whole on each GPU, 18 bytes/parameter split or offloaded."""
     p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
     gpus = per_node * nodes
     if checks.flag("cpu_offload", cpu_offload):
@@ -66,17 +78,27 @@ def zero2(total_params: int, gpus_per_node: int = 1, nodes: int = 1, *, cpu_offl
     return Estimate(f"offload_optimizer={'cpu ' if cpu_offload else 'none'}", gpu, _floor(cpu))
 
 
-def zero3(total_params: int, largest_layer_params: int, gpus_per_node: int = 1, nodes: int = 1, *,
-          cpu_offload: bool = True, cpu_offload_params: bool = True, zero_init: bool = True,
-          additional_buffer_factor=1.5) -> Estimate:
-    """DeepSpeed's ZeRO-3 estimate: 18 bytes per parameter split (or on the host) plus the largest layer's 4 bytes."""
+def zero3(
+    total_params: int,
+    largest_layer_params: int,
+    gpus_per_node: int = 1,
+    nodes: int = 1,
+    *,
+    cpu_offload: bool = True,
+    cpu_offload_params: bool = True,
+    zero_init: bool = True,
+    additional_buffer_factor=1.5,
+) -> Estimate:
+    """DeepSpeed's ZeRO-3 estimate: 18 bytes/parameter split (or on the host), plus 4 × the largest layer."""
     p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
     layer = checks.whole("largest_layer_params", largest_layer_params, low=0, high=p)
     cpu_offload = checks.flag("cpu_offload", cpu_offload)
     cpu_offload_params = checks.flag("cpu_offload_params", cpu_offload_params)
     zero_init = checks.flag("zero_init", zero_init)
     if cpu_offload_params and not cpu_offload:
-        raise ValueError("cpu_offload_params needs cpu_offload: DeepSpeed offloads parameters only with the optimizer")
+        raise ValueError(
+            "cpu_offload_params needs cpu_offload: DeepSpeed offloads parameters only with the optimizer"
+        )
     gpus, working = per_node * nodes, 4 * layer
     if cpu_offload:
         host = 18 if cpu_offload_params else 16  # bytes per parameter kept on the host, across the nodes
@@ -85,21 +107,50 @@ def zero3(total_params: int, largest_layer_params: int, gpus_per_node: int = 1, 
     else:
         gpu = working + _floor(Fraction(18 * p, gpus))
         cpu = (layer if zero_init else p) * 4 * per_node * factor
-    options = (f"offload_param={'cpu ' if cpu_offload_params else 'none'}, "
-               f"offload_optimizer={'cpu ' if cpu_offload else 'none'}, zero_init={int(zero_init)}")
+    options = (
+        f"offload_param={'cpu ' if cpu_offload_params else 'none'}, "
+        f"offload_optimizer={'cpu ' if cpu_offload else 'none'}, zero_init={int(zero_init)}"
+    )
     return Estimate(options, gpu, _floor(cpu))
 
 
-def zero2_all_cold(total_params: int, gpus_per_node: int = 1, nodes: int = 1,
-                   additional_buffer_factor=1.5) -> list[Estimate]:
+def zero2_all_cold(
+    total_params: int, gpus_per_node: int = 1, nodes: int = 1, additional_buffer_factor=1.5
+) -> list[Estimate]:
     """Every line of `estimate_zero2_model_states_mem_needs_all_cold`, in DeepSpeed's order."""
-    return [zero2(total_params, gpus_per_node, nodes, cpu_offload=offload,
-                  additional_buffer_factor=additional_buffer_factor) for offload in (True, False)]
+    return [
+        zero2(
+            total_params,
+            gpus_per_node,
+            nodes,
+            cpu_offload=offload,
+            additional_buffer_factor=additional_buffer_factor,
+        )
+        for offload in (True, False)
+    ]
 
 
-def zero3_all_cold(total_params: int, largest_layer_params: int, gpus_per_node: int = 1, nodes: int = 1,
-                   additional_buffer_factor=1.5) -> list[Estimate]:
+def zero3_all_cold(
+    total_params: int,
+    largest_layer_params: int,
+    gpus_per_node: int = 1,
+    nodes: int = 1,
+    additional_buffer_factor=1.5,
+) -> list[Estimate]:
     """Every line of `estimate_zero3_model_states_mem_needs_all_cold`, in DeepSpeed's order."""
-    return [zero3(total_params, largest_layer_params, gpus_per_node, nodes, cpu_offload=opt, cpu_offload_params=par,
-                  zero_init=init, additional_buffer_factor=additional_buffer_factor)
-            for opt in (True, False) for par in (True, False) if opt or not par for init in (True, False)]
+    return [
+        zero3(
+            total_params,
+            largest_layer_params,
+            gpus_per_node,
+            nodes,
+            cpu_offload=opt,
+            cpu_offload_params=par,
+            zero_init=init,
+            additional_buffer_factor=additional_buffer_factor,
+        )
+        for opt in (True, False)
+        for par in (True, False)
+        if opt or not par
+        for init in (True, False)
+    ]

@@ -31,6 +31,14 @@ OFFLOADS = ("none", "optimizer", "optimizer+parameters")
 #: Offload choices in the order a planner tries them, least first: (stage, what is offloaded).
 ORDER = ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "optimizer+parameters"))
 
+#: Why DeepSpeed's host estimate exceeds the paper's count, by the stage of the offload.
+DEEPSPEED_HOST = {
+    Stage.ZERO2: "DeepSpeed's ZeRO-2 offload estimate grows with the cluster: max(4 × GPUs, 16) bytes per "
+    "parameter on every node, times a buffer factor of 1.5",
+    Stage.ZERO3: "DeepSpeed also keeps an fp32 copy of the gradients on the host (4 bytes per parameter the "
+    "paper leaves out) and multiplies by a buffer factor of 1.5",
+}
+
 
 def rule(stage: StageLike, offload: str) -> tuple[Stage, str]:
     """`stage` and `offload`, if DeepSpeed can combine them: offload needs a partitioned optimizer,
@@ -47,20 +55,24 @@ def _split(setup: Setup, stage: Stage, offload: str) -> tuple[Breakdown, Breakdo
     """Per-GPU bytes (left on the GPU, moved to the host) for a checked setup and an allowed combination."""
     held = memory.breakdown(setup, stage)
     weights_moved = held.weights if offload == "optimizer+parameters" else Fraction(0)
-    return (Breakdown(held.weights - weights_moved, held.gradients, Fraction(0)),
-            Breakdown(weights_moved, Fraction(0), held.optimizer))
+    return (
+        Breakdown(held.weights - weights_moved, held.gradients, Fraction(0)),
+        Breakdown(weights_moved, Fraction(0), held.optimizer),
+    )
 
 
-def offloaded(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM,
-              *, parameters: bool = False) -> tuple[Breakdown, Breakdown]:
+def offloaded(
+    params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM, *, parameters: bool = False
+) -> tuple[Breakdown, Breakdown]:
     """Per-GPU bytes (left on the GPU, moved to CPU or NVMe) with the optimizer state offloaded."""
     what = "optimizer+parameters" if checks.flag("parameters", parameters) else "optimizer"
     stage, what = rule(stage, what)
     return _split(Setup(params, gpus, recipe), stage, what)
 
 
-def link_bytes(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM,
-               *, parameters: bool = False) -> Fraction:
+def link_bytes(
+    params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM, *, parameters: bool = False
+) -> Fraction:
     """Bytes one GPU moves over its host link per step: gradient shard down, weight shard up.
 
     With parameter offload the weight shard crosses twice more, for the forward and the backward pass.
@@ -71,8 +83,15 @@ def link_bytes(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MI
     return shard * (recipe.grad_bytes + trips * recipe.weight_bytes)
 
 
-def link_time(params: int, gpus: int, stage: StageLike, bandwidth, recipe: RecipeLike = MIXED_ADAM,
-              *, parameters: bool = False) -> Fraction:
+def link_time(
+    params: int,
+    gpus: int,
+    stage: StageLike,
+    bandwidth,
+    recipe: RecipeLike = MIXED_ADAM,
+    *,
+    parameters: bool = False,
+) -> Fraction:
     """Seconds per step on the host link at `bandwidth` ("25 GB/s" is read too), with no overlap."""
     rate = units.as_rate("bandwidth", bandwidth)
     return link_bytes(params, gpus, stage, recipe, parameters=parameters) / rate
@@ -81,13 +100,25 @@ def link_time(params: int, gpus: int, stage: StageLike, bandwidth, recipe: Recip
 def compute_time(params: int, tokens: int, flops_per_second) -> Fraction:
     """Seconds of GPU compute for one step over `tokens` tokens: about 6·Ψ FLOPs per token (forward and
     backward)."""
-    rate = checks.amount("flops_per_second", flops_per_second, positive=True,
-                         high=(MAX_FLOPS, "10**21 FLOP/s (a zettaflop per second)"))
+    rate = checks.amount(
+        "flops_per_second",
+        flops_per_second,
+        positive=True,
+        high=(MAX_FLOPS, "10**21 FLOP/s (a zettaflop per second)"),
+    )
     return Fraction(6 * checks.params(params) * checks.whole("tokens", tokens, high=MAX_TOKENS)) / rate
 
 
-def capacity(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM, *,
-             parameters: bool = False, gpus_per_node: int = 8, target: str = "cpu") -> dict[str, Fraction]:
+def capacity(
+    params: int,
+    gpus: int,
+    stage: StageLike,
+    recipe: RecipeLike = MIXED_ADAM,
+    *,
+    parameters: bool = False,
+    gpus_per_node: int = 8,
+    target: str = "cpu",
+) -> dict[str, Fraction]:
     """Bytes needed per GPU, and per node on the host (`target="cpu"`) or on NVMe (`target="nvme"`).
 
     With NVMe as the target the offloaded state lives on the drive; the host's pinned staging
@@ -96,8 +127,11 @@ def capacity(params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXE
     checks.choice("target", target, ("cpu", "nvme"))
     on_gpu, off_gpu = offloaded(params, gpus, stage, recipe, parameters=parameters)
     per_node = off_gpu.total * min(checks.gpus_per_node(gpus_per_node), checks.gpus(gpus))
-    return {"gpu": on_gpu.total, "cpu_per_node": per_node if target == "cpu" else Fraction(0),
-            "nvme_per_node": per_node if target == "nvme" else Fraction(0)}
+    return {
+        "gpu": on_gpu.total,
+        "cpu_per_node": per_node if target == "cpu" else Fraction(0),
+        "nvme_per_node": per_node if target == "nvme" else Fraction(0),
+    }
 
 
 @dataclass(frozen=True)
@@ -126,8 +160,10 @@ def least(setup: Setup, activations: Fraction, host: Fraction, gpus_per_node: in
     """The first plan in ORDER whose GPU part fits `setup.gpu_memory` and whose host part fits `host`."""
     checks.instance("host", host, (int, Fraction), "bytes as an int or Fraction")
     checks.instance("setup.gpu_memory", getattr(setup, "gpu_memory", None), (int, Fraction), "bytes per GPU")
-    return next((p for p in plans(setup, activations, gpus_per_node)
-                 if p.gpu <= setup.gpu_memory and p.host <= host), None)
+    return next(
+        (p for p in plans(setup, activations, gpus_per_node) if p.gpu <= setup.gpu_memory and p.host <= host),
+        None,
+    )
 
 
 def deepspeed_host(setup: Setup, stage: Stage, offload: str, gpus_per_node: int) -> int:
@@ -143,8 +179,15 @@ def deepspeed_host(setup: Setup, stage: Stage, offload: str, gpus_per_node: int)
     nodes = node_count(setup.gpus, per_node)
     if stage is not Stage.ZERO3:  # DeepSpeed's stage 1 and 2 share one estimator
         return ds_estimator.zero2(setup.params, per_node, nodes, cpu_offload=True).cpu_bytes
-    return ds_estimator.zero3(setup.params, 0, per_node, nodes, cpu_offload=True, zero_init=True,
-                              cpu_offload_params=offload == "optimizer+parameters").cpu_bytes
+    return ds_estimator.zero3(
+        setup.params,
+        0,
+        per_node,
+        nodes,
+        cpu_offload=True,
+        zero_init=True,
+        cpu_offload_params=offload == "optimizer+parameters",
+    ).cpu_bytes
 
 
 def node_count(gpus: int, gpus_per_node: int) -> int:

@@ -10,7 +10,8 @@ DeepSpeed pick its separate BF16_Optimizer, which is left out):
   partition-sized buffer, allocated at the first reduction. Stage 1 without `overlap_comm` reduces
   nothing during backward: every gradient stays whole until backward ends. After backward both
   stages keep only their partition's gradients.
-- `step()` flattens the partition's gradients into a new tensor, casts that to fp32, frees the bf16
+- `step()` first takes the gradient norm, copying one gradient at a time to fp64 (`get_norm_dtype`);
+  then it flattens the partition's gradients into a new tensor, casts that to fp32, frees the bf16
   ones, and runs the optimizer (FusedAdam on GPU: no full-size temporaries). The updated weights are
   all-gathered in place into the flat buffer; `allgather_bucket_size` only splits that traffic (and
   with `all_gather_into_tensor`, as NCCL has, it is not used at all).

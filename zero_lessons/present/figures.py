@@ -57,15 +57,23 @@ def stage_bars(table: StageTable) -> Chart:
     """Per-GPU model state per stage, stacked by state, with the memory per GPU as the limit."""
     checks.instance("table", table, StageTable, "a StageTable")
     unit, limit = table.unit, table.gpu_memory
-    series = {STATE_NAMES[s]: tuple(float(units.in_unit(getattr(row.held, s), unit)) for row in table.rows)
-              for s in STATES[::-1]}
+    series = {
+        STATE_NAMES[s]: tuple(float(units.in_unit(getattr(row.held, s), unit)) for row in table.rows)
+        for s in STATES[::-1]
+    }
     colours = {STATE_NAMES[s]: STATE_COLOURS[s] for s in STATES}
-    return Chart("bars", tuple(row.stage.label for row in table.rows), series, colours,
-                 title=f"model state per GPU: {units.format_count(table.params)} on {table.gpus} GPUs, "
-                       f"{table.recipe.name}", ylabel=unit,
-                 labels=tuple(units.format_number(units.in_unit(row.held.total, unit)) for row in table.rows),
-                 line=None if limit is None else float(units.in_unit(limit, unit)),
-                 line_label="memory per GPU")
+    return Chart(
+        "bars",
+        tuple(row.stage.label for row in table.rows),
+        series,
+        colours,
+        title=f"model state per GPU: {units.format_count(table.params)} on {table.gpus} GPUs, "
+        f"{table.recipe.name}",
+        ylabel=unit,
+        labels=tuple(units.format_number(units.in_unit(row.held.total, unit)) for row in table.rows),
+        line=None if limit is None else float(units.in_unit(limit, unit)),
+        line_label="memory per GPU",
+    )
 
 
 def scaling(setup: Setup, unit: str = "GB", max_gpus: int = 4096, marker: int | None = None) -> Chart:
@@ -79,10 +87,19 @@ def scaling(setup: Setup, unit: str = "GB", max_gpus: int = 4096, marker: int | 
         kept, split = (float(b / size) for b in memory.kept_and_split_bytes(setup, stage))
         series[stage.label] = tuple(kept + split / n for n in counts)
     limit = None if setup.gpu_memory is None else float(units.in_unit(setup.gpu_memory, unit))
-    return Chart("lines", counts, series, STAGE_COLOURS, xlabel="GPUs (N_d)", ylabel=unit,
-                 title=f"model state per GPU as GPUs are added: {units.format_count(setup.params)}, "
-                       f"{setup.recipe.name}",
-                 line=limit, line_label="memory per GPU", marker=marker)
+    return Chart(
+        "lines",
+        counts,
+        series,
+        STAGE_COLOURS,
+        xlabel="GPUs (N_d)",
+        ylabel=unit,
+        title=f"model state per GPU as GPUs are added: {units.format_count(setup.params)}, "
+        f"{setup.recipe.name}",
+        line=limit,
+        line_label="memory per GPU",
+        marker=marker,
+    )
 
 
 def comm_seconds(rows: tuple[StepTraffic, ...], title: str) -> Chart:
@@ -93,6 +110,12 @@ def comm_seconds(rows: tuple[StepTraffic, ...], title: str) -> Chart:
     checks.instance("title", title, str, "text")
     seconds = tuple(row.seconds for row in rows)
     series = {"seconds": tuple(float(t) for t in seconds)}
-    return Chart("bars", tuple(row.stage.label for row in rows), series,
-                 {"seconds": SECONDS_COLOUR}, title=title, ylabel="seconds",
-                 labels=tuple(f"{units.format_number(t)} s" for t in seconds))
+    return Chart(
+        "bars",
+        tuple(row.stage.label for row in rows),
+        series,
+        {"seconds": SECONDS_COLOUR},
+        title=title,
+        ylabel="seconds",
+        labels=tuple(f"{units.format_number(t)} s" for t in seconds),
+    )

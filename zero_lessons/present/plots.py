@@ -50,7 +50,9 @@ def plot_partitioning(gpus: int = 4, recipe: RecipeLike = MIXED_ADAM) -> Figure:
     axes[-1].set_xlabel(f"bytes per parameter ({_plain(recipe.summary())})")
     handles = [plt.Rectangle((0, 0), 1, 1, color=STATE_COLOURS[s]) for s in STATES[::-1]]
     fig.legend(handles, [STATE_NAMES[s] for s in STATES[::-1]], loc="upper center", ncol=3, frameon=False)
-    fig.suptitle("Solid: the GPU keeps its own shard.  Faded: the shards other GPUs keep.", y=0.02, fontsize=9)
+    fig.suptitle(
+        "Solid: the GPU keeps its own shard.  Faded: the shards other GPUs keep.", y=0.02, fontsize=9
+    )
     fig.tight_layout(rect=(0, 0.04, 1, 0.95))
     plt.close(fig)
     return fig
@@ -73,14 +75,20 @@ def _draw_state(ax, gpu: int, gpus: int, left: float, size: float, colour: str, 
     ax.barh(gpu, piece, left=left + gpu * piece, color=colour, edgecolor="white")
 
 
-def plot_stage_bars(params: int, gpus: int, recipe: RecipeLike = MIXED_ADAM, unit: str = "GB",
-                    gpu_memory: Size | None = None) -> Figure:
+def plot_stage_bars(
+    params: int, gpus: int, recipe: RecipeLike = MIXED_ADAM, unit: str = "GB", gpu_memory: Size | None = None
+) -> Figure:
     """Stacked per-GPU bars, one per stage, with the memory per GPU as a line."""
     return draw(figures.stage_bars(stage_table(params, gpus, recipe, unit, gpu_memory=gpu_memory)))
 
 
-def plot_scaling(params: int, recipe: RecipeLike = MIXED_ADAM, unit: str = "GB", max_gpus: int = 1024,
-                 gpu_memory: Size | None = None) -> Figure:
+def plot_scaling(
+    params: int,
+    recipe: RecipeLike = MIXED_ADAM,
+    unit: str = "GB",
+    max_gpus: int = 1024,
+    gpu_memory: Size | None = None,
+) -> Figure:
     """Per-GPU model state against the number of GPUs, log-log, one curve per stage."""
     setup, unit = Setup(params, 1, recipe, gpu_memory), units.unit_name(unit)
     return draw(figures.scaling(setup, unit, max_gpus))
@@ -116,21 +124,29 @@ def draw(chart: figures.Chart) -> Figure:
 def plot_step_times(params: int, gpus: int, links: dict[str, str], dtype: str = "fp16") -> Figure:
     """Seconds per step spent communicating, per stage, for each named link speed (ring, no overlap)."""
     if not isinstance(links, dict) or not 1 <= len(links) <= MAX_LINKS:
-        raise TypeError(f"links must be a dict of 1 to {MAX_LINKS} names and speeds such as "
-                        f"{{'InfiniBand': '200 Gb/s'}}, got {checks.kind(links)}")
+        raise TypeError(
+            f"links must be a dict of 1 to {MAX_LINKS} names and speeds such as "
+            f"{{'InfiniBand': '200 Gb/s'}}, got {checks.kind(links)}"
+        )
     for name in links:
         checks.instance("each link name", name, str, "text such as 'InfiniBand'")
-    times = {name: [float(communication.step_time(params, gpus, s, speed, dtype, ring=True)) for s in Stage]
-             for name, speed in links.items()}
+    times = {
+        name: [float(communication.step_time(params, gpus, s, speed, dtype, ring=True)) for s in Stage]
+        for name, speed in links.items()
+    }
     fig, ax = plt.subplots(figsize=(7, 3.6))
     width = 0.8 / len(links)
     for i, (name, speed) in enumerate(links.items()):
-        ax.bar([x + i * width for x in range(len(Stage))], times[name], width,
-               label=_plain(f"{name} ({speed})"))
+        ax.bar(
+            [x + i * width for x in range(len(Stage))], times[name], width, label=_plain(f"{name} ({speed})")
+        )
     ax.set_xticks([x + width * (len(links) - 1) / 2 for x in range(len(Stage))], [s.label for s in Stage])
     positive = all(t > 0 for row in times.values() for t in row)  # one GPU sends nothing: no log scale then
-    ax.set(yscale="log" if positive else "linear", ylabel="seconds per step",
-           title=f"{units.format_count(params)} parameters on {gpus} GPUs, {dtype}")
+    ax.set(
+        yscale="log" if positive else "linear",
+        ylabel="seconds per step",
+        title=f"{units.format_count(params)} parameters on {gpus} GPUs, {dtype}",
+    )
     ax.legend(frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     return _done(fig)

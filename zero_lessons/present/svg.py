@@ -19,17 +19,22 @@ LEFT, RIGHT, TOP, BOTTOM = 56, 12, 28, 50
 
 def _frame(title: str, ylabel: str, body: list[str]) -> str:
     """Wrap chart elements in an <svg> with a title and a y-axis label."""
-    return "".join([
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' class='zero-chart' "
-        f"font-family='sans-serif' font-size='11'>",
-        f"<text x='{WIDTH / 2}' y='16' text-anchor='middle' font-size='12'>{escape(title)}</text>",
-        f"<text transform='translate(12,{TOP + (HEIGHT - TOP - BOTTOM) / 2}) rotate(-90)' "
-        f"text-anchor='middle'>{escape(ylabel)}</text>",
-        *body, "</svg>"])
+    return "".join(
+        [
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' class='zero-chart' "
+            f"font-family='sans-serif' font-size='11'>",
+            f"<text x='{WIDTH / 2}' y='16' text-anchor='middle' font-size='12'>{escape(title)}</text>",
+            f"<text transform='translate(12,{TOP + (HEIGHT - TOP - BOTTOM) / 2}) rotate(-90)' "
+            f"text-anchor='middle'>{escape(ylabel)}</text>",
+            *body,
+            "</svg>",
+        ]
+    )
 
 
-def _checked(xs: list, series: dict[str, list[float]], colours: dict[str, str], *extra: float | None,
-             **texts: object) -> None:
+def _checked(
+    xs: list, series: dict[str, list[float]], colours: dict[str, str], *extra: float | None, **texts: object
+) -> None:
     """Refuse what cannot be drawn: no points, uneven series, no colour, a value not finite and ≥ 0."""
     for name, text in texts.items():
         if not isinstance(text, str):
@@ -49,7 +54,9 @@ def _checked(xs: list, series: dict[str, list[float]], colours: dict[str, str], 
         floats = list(map(float, numbers)) if drawable else []
     except OverflowError:  # an int past float's range
         drawable = False
-    if floats and not (min(floats) >= 0 and math.isfinite(sum(floats))):  # a NaN or an infinity spoils the sum
+    if floats and not (
+        min(floats) >= 0 and math.isfinite(sum(floats))
+    ):  # a NaN or an infinity spoils the sum
         drawable = False
     if not drawable:
         raise ValueError("every value drawn must be a finite number ≥ 0")
@@ -67,16 +74,20 @@ def _step(top: float) -> float:
     return next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
 
 
-def bar_chart(categories: list[str], series: dict[str, list[float]], colours: dict[str, str], *,
-              title: str = "", ylabel: str = "", line: float | None = None, line_label: str = "",
-              labels: list[str] | None = None) -> str:
+def bar_chart(
+    categories: list[str],
+    series: dict[str, list[float]],
+    colours: dict[str, str],
+    *,
+    title: str = "",
+    ylabel: str = "",
+    line: float | None = None,
+    line_label: str = "",
+    labels: list[str] | None = None,
+) -> str:
     """Stacked bars, one per category, with their totals (or `labels`) on top and an optional limit line."""
     _checked(categories, series, colours, line, title=title, ylabel=ylabel, line_label=line_label)
-    if labels is not None and (not isinstance(labels, (list, tuple)) or len(labels) != len(categories)
-                               or not all(isinstance(label, str) for label in labels)):
-        raise ValueError(f"labels must be a list of text, one per category ({len(categories)})")
-    if not all(isinstance(name, str) for name in [*categories, *series]):
-        raise TypeError("categories and series names must be text")
+    _checked_names(categories, series, labels)
     totals = [sum(values[i] for values in series.values()) for i in range(len(categories))]
     top = max([*totals, line or 0, 1e-12]) * 1.12
     step = _step(top)
@@ -86,25 +97,61 @@ def bar_chart(categories: list[str], series: dict[str, list[float]], colours: di
     body = [f"<line x1='{LEFT}' y1='{TOP + plot_h}' x2='{WIDTH - RIGHT}' y2='{TOP + plot_h}' stroke='#333'/>"]
     for k in range(int(top / step) + 1):
         v = k * step
-        body.append(f"<text x='{LEFT - 4}' y='{y(v) + 4:.1f}' text-anchor='end' fill='#555'>{_tick(v)}</text>")
+        body.append(
+            f"<text x='{LEFT - 4}' y='{y(v) + 4:.1f}' text-anchor='end' fill='#555'>{_tick(v)}</text>"
+        )
     for i, name in enumerate(categories):
-        base, x = 0.0, LEFT + i * slot + slot * 0.15
-        for label, values in series.items():
-            h = values[i]
-            body.append(f"<rect class='bar' data-series='{escape(label)}' x='{x:.1f}' y='{y(base + h):.1f}' "
-                        f"width='{slot * 0.7:.1f}' height='{y(base) - y(base + h):.1f}' fill='{colours[label]}'/>")
-            base += h
-        shown = labels[i] if labels else _tick(base)
-        body.append(f"<text class='total' x='{x + slot * 0.35:.1f}' y='{y(base) - 3:.1f}' text-anchor='middle'>"
-                    f"{escape(shown)}</text>")
-        body.append(f"<text x='{x + slot * 0.35:.1f}' y='{HEIGHT - BOTTOM + 14}' text-anchor='middle'>{escape(name)}</text>")
+        heights = {label: values[i] for label, values in series.items()}
+        x = LEFT + i * slot + slot * 0.15
+        body += _column(name, heights, labels[i] if labels else None, colours, x, slot, y)
     if line is not None:
-        body.append(f"<line class='limit' x1='{LEFT}' y1='{y(line):.1f}' x2='{WIDTH - RIGHT}' y2='{y(line):.1f}' "
-                    f"stroke='crimson' stroke-dasharray='5,3'/>")
-        body.append(f"<text x='{WIDTH - RIGHT}' y='{y(line) - 4:.1f}' text-anchor='end' fill='crimson'>"
-                    f"{escape(line_label)}</text>")
+        body += _limit(y(line), line_label)
     body += _legend(list(series), colours)
     return _frame(title, ylabel, body)
+
+
+def _checked_names(categories: list[str], series: dict[str, list[float]], labels: list[str] | None) -> None:
+    """Raise unless categories and series names are text and `labels`, if given, is a text per category."""
+    if labels is not None and (
+        not isinstance(labels, (list, tuple))
+        or len(labels) != len(categories)
+        or not all(isinstance(label, str) for label in labels)
+    ):
+        raise ValueError(f"labels must be a list of text, one per category ({len(categories)})")
+    if not all(isinstance(name, str) for name in [*categories, *series]):
+        raise TypeError("categories and series names must be text")
+
+
+def _column(
+    name: str, heights: dict[str, float], shown: str | None, colours: dict[str, str], x: float, slot: float, y
+) -> list[str]:
+    """One category's bar, stacked up in series order, with its total (or `shown`) on top and `name` below."""
+    out, base = [], 0.0
+    for label, h in heights.items():
+        out.append(
+            f"<rect class='bar' data-series='{escape(label)}' x='{x:.1f}' y='{y(base + h):.1f}' "
+            f"width='{slot * 0.7:.1f}' height='{y(base) - y(base + h):.1f}' fill='{colours[label]}'/>"
+        )
+        base += h
+    shown = _tick(base) if shown is None else shown
+    out.append(
+        f"<text class='total' x='{x + slot * 0.35:.1f}' y='{y(base) - 3:.1f}' text-anchor='middle'>"
+        f"{escape(shown)}</text>"
+    )
+    out.append(
+        f"<text x='{x + slot * 0.35:.1f}' y='{HEIGHT - BOTTOM + 14}' text-anchor='middle'>"
+        f"{escape(name)}</text>"
+    )
+    return out
+
+
+def _limit(at: float, label: str) -> list[str]:
+    """A dashed crimson limit line across the bar chart at height `at`, labelled at its right end."""
+    return [
+        f"<line class='limit' x1='{LEFT}' y1='{at:.1f}' x2='{WIDTH - RIGHT}' y2='{at:.1f}' "
+        f"stroke='crimson' stroke-dasharray='5,3'/>",
+        f"<text x='{WIDTH - RIGHT}' y='{at - 4:.1f}' text-anchor='end' fill='crimson'>{escape(label)}</text>",
+    ]
 
 
 def _legend(labels: list[str], colours: dict[str, str]) -> list[str]:
@@ -117,18 +164,20 @@ def _legend(labels: list[str], colours: dict[str, str]) -> list[str]:
     return out
 
 
-def line_chart(xs: list[float], series: dict[str, list[float]], colours: dict[str, str], *, title: str = "",
-               xlabel: str = "", ylabel: str = "", line: float | None = None, marker: float | None = None) -> str:
+def line_chart(
+    xs: list[float],
+    series: dict[str, list[float]],
+    colours: dict[str, str],
+    *,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    line: float | None = None,
+    marker: float | None = None,
+) -> str:
     """Log-log lines sharing one x axis, with an optional horizontal limit and a vertical marker."""
     _checked(xs, series, colours, line, marker, title=title, xlabel=xlabel, ylabel=ylabel)
-    if not all(isinstance(name, str) for name in series):
-        raise TypeError("series names must be text")
-    try:
-        positive = all(isinstance(x, (int, float)) and 0 < float(x) < math.inf for x in xs)
-    except OverflowError:
-        positive = False
-    if not positive:
-        raise ValueError("a log-scale x axis needs every x value to be a finite number > 0")
+    _checked_log_x(xs, series)
     ys = [v for values in series.values() for v in values if v > 0] + ([line] if line else []) or [1.0]
     lo_x, hi_x = math.log10(min(xs)), math.log10(max(xs))
     lo_y, hi_y = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
@@ -137,23 +186,62 @@ def line_chart(xs: list[float], series: dict[str, list[float]], colours: dict[st
     py = lambda v: TOP + plot_h * (1 - (math.log10(v) - lo_y) / max(hi_y - lo_y, 1))  # noqa: E731
     body = [f"<rect x='{LEFT}' y='{TOP}' width='{plot_w}' height='{plot_h}' fill='none' stroke='#333'/>"]
     for e in range(lo_y, hi_y + 1, max(1, math.ceil((hi_y - lo_y) / 8))):  # at most about eight labels
-        body.append(f"<text x='{LEFT - 4}' y='{py(10**e) + 4:.1f}' text-anchor='end' fill='#555'>{_tick(10**e)}</text>")
+        body.append(
+            f"<text x='{LEFT - 4}' y='{py(10**e) + 4:.1f}' text-anchor='end' fill='#555'>"
+            f"{_tick(10**e)}</text>"
+        )
     for e in range(math.ceil(lo_x), math.floor(hi_x) + 1):
-        body.append(f"<text x='{px(10**e):.1f}' y='{TOP + plot_h + 14}' text-anchor='middle' fill='#555'>"
-                    f"{_tick(10**e)}</text>")
-    body.append(f"<text x='{LEFT + plot_w / 2}' y='{HEIGHT - 20}' text-anchor='middle'>{escape(xlabel)}</text>")
-    for label, values in series.items():
-        points = " ".join(f"{px(x):.1f},{py(v):.1f}" for x, v in zip(xs, values, strict=True) if v > 0)
-        body.append(f"<polyline class='curve' data-series='{escape(label)}' points='{points}' fill='none' "
-                    f"stroke='{colours[label]}' stroke-width='2'/>")
-    if line:
-        body.append(f"<line class='limit' x1='{LEFT}' y1='{py(line):.1f}' x2='{LEFT + plot_w}' y2='{py(line):.1f}' "
-                    f"stroke='crimson' stroke-dasharray='5,3'/>")
-    if marker:
-        body.append(f"<line class='marker' x1='{px(marker):.1f}' y1='{TOP}' x2='{px(marker):.1f}' "
-                    f"y2='{TOP + plot_h}' stroke='#999' stroke-dasharray='2,2'/>")
+        body.append(
+            f"<text x='{px(10**e):.1f}' y='{TOP + plot_h + 14}' text-anchor='middle' fill='#555'>"
+            f"{_tick(10**e)}</text>"
+        )
+    body.append(
+        f"<text x='{LEFT + plot_w / 2}' y='{HEIGHT - 20}' text-anchor='middle'>{escape(xlabel)}</text>"
+    )
+    body += _curves(xs, series, colours, px, py)
+    body += _guides(py(line) if line else None, px(marker) if marker else None, plot_w, plot_h)
     body += _legend(list(series), colours)
     return _frame(title, ylabel, body)
+
+
+def _checked_log_x(xs: list[float], series: dict[str, list[float]]) -> None:
+    """Raise unless series names are text and every x is a finite number > 0, as a log axis needs."""
+    if not all(isinstance(name, str) for name in series):
+        raise TypeError("series names must be text")
+    try:
+        positive = all(isinstance(x, (int, float)) and 0 < float(x) < math.inf for x in xs)
+    except OverflowError:
+        positive = False
+    if not positive:
+        raise ValueError("a log-scale x axis needs every x value to be a finite number > 0")
+
+
+def _curves(xs: list[float], series: dict[str, list[float]], colours: dict[str, str], px, py) -> list[str]:
+    """One polyline per series through its positive points (a log axis has no place for 0)."""
+    out = []
+    for label, values in series.items():
+        points = " ".join(f"{px(x):.1f},{py(v):.1f}" for x, v in zip(xs, values, strict=True) if v > 0)
+        out.append(
+            f"<polyline class='curve' data-series='{escape(label)}' points='{points}' fill='none' "
+            f"stroke='{colours[label]}' stroke-width='2'/>"
+        )
+    return out
+
+
+def _guides(limit_y: float | None, marker_x: float | None, plot_w: float, plot_h: float) -> list[str]:
+    """The line chart's dashed horizontal limit and dotted vertical marker, where given (in pixels)."""
+    out = []
+    if limit_y is not None:
+        out.append(
+            f"<line class='limit' x1='{LEFT}' y1='{limit_y:.1f}' x2='{LEFT + plot_w}' y2='{limit_y:.1f}' "
+            f"stroke='crimson' stroke-dasharray='5,3'/>"
+        )
+    if marker_x is not None:
+        out.append(
+            f"<line class='marker' x1='{marker_x:.1f}' y1='{TOP}' x2='{marker_x:.1f}' "
+            f"y2='{TOP + plot_h}' stroke='#999' stroke-dasharray='2,2'/>"
+        )
+    return out
 
 
 def draw(chart: Chart) -> str:
@@ -161,8 +249,23 @@ def draw(chart: Chart) -> str:
     checks.instance("chart", chart, Chart, "a figures.Chart")
     series = {name: list(values) for name, values in chart.series.items()}
     if chart.kind == "bars":
-        return bar_chart(list(chart.x), series, chart.colours, title=chart.title, ylabel=chart.ylabel,
-                         line=chart.line, line_label=chart.line_label,
-                         labels=None if chart.labels is None else list(chart.labels))
-    return line_chart(list(chart.x), series, chart.colours, title=chart.title, xlabel=chart.xlabel,
-                      ylabel=chart.ylabel, line=chart.line, marker=chart.marker)
+        return bar_chart(
+            list(chart.x),
+            series,
+            chart.colours,
+            title=chart.title,
+            ylabel=chart.ylabel,
+            line=chart.line,
+            line_label=chart.line_label,
+            labels=None if chart.labels is None else list(chart.labels),
+        )
+    return line_chart(
+        list(chart.x),
+        series,
+        chart.colours,
+        title=chart.title,
+        xlabel=chart.xlabel,
+        ylabel=chart.ylabel,
+        line=chart.line,
+        marker=chart.marker,
+    )

@@ -54,8 +54,10 @@ class StageTable:
 
     def title(self) -> str:
         """One line that says what the table shows."""
-        return (f"{units.format_count(self.params)} parameters on {self.gpus} GPUs, "
-                f"{self.recipe.summary()}; model state per GPU in {units.unit_name(self.unit)}")
+        return (
+            f"{units.format_count(self.params)} parameters on {self.gpus} GPUs, "
+            f"{self.recipe.summary()}; model state per GPU in {units.unit_name(self.unit)}"
+        )
 
     def cells(self) -> list[list[str]]:
         """The table as strings: a header row, then one row per stage."""
@@ -63,10 +65,15 @@ class StageTable:
         body = []
         for row in self.rows:
             amounts = row.held.in_unit(self.unit)
-            body.append([row.stage.label, ", ".join(row.stage.partitioned) or "nothing",
-                         *(units.format_number(amounts[key]) for key in _AMOUNTS),
-                         f"{units.format_number(100 * memory.saved(row.held, self.rows[0].held), 1)}%",
-                         f"{units.format_number(row.comm_elements / self.params)}Ψ"])
+            body.append(
+                [
+                    row.stage.label,
+                    ", ".join(row.stage.partitioned) or "nothing",
+                    *(units.format_number(amounts[key]) for key in _AMOUNTS),
+                    f"{units.format_number(100 * memory.saved(row.held, self.rows[0].held), 1)}%",
+                    f"{units.format_number(row.comm_elements / self.params)}Ψ",
+                ]
+            )
         return [head, *body]
 
     def to_text(self) -> str:
@@ -77,17 +84,23 @@ class StageTable:
         """A GitHub-flavoured Markdown table."""
         head, *body = self.cells()
         rule = ["---", "---"] + ["--:"] * (len(head) - 2)
-        return "\n".join([f"*{self.title()}*", "", *("| " + " | ".join(r) + " |" for r in [head, rule, *body])])
+        return "\n".join(
+            [f"*{self.title()}*", "", *("| " + " | ".join(r) + " |" for r in [head, rule, *body])]
+        )
 
     def to_html(self) -> str:
         """An HTML table; rows that fit in the GPU's memory are marked with class "fits"."""
         import html  # only notebooks render HTML; the CLI never pays for this import
 
         head, *body = self.cells()
-        out = [f"<table class='zero-table'><caption>{html.escape(self.title())}</caption>",
-               "<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>"]
+        out = [
+            f"<table class='zero-table'><caption>{html.escape(self.title())}</caption>",
+            "<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>",
+        ]
         for row, cells in zip(self.rows, body, strict=True):
-            mark = {True: " class='fits' style='background:#d9f2d9'", False: " class='no-fit'", None: ""}[row.fits]
+            mark = {True: " class='fits' style='background:#d9f2d9'", False: " class='no-fit'", None: ""}[
+                row.fits
+            ]
             out.append(f"<tr{mark}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
         return "\n".join(out + ["</table>"])
 
@@ -98,24 +111,44 @@ class StageTable:
     def to_dict(self) -> dict:
         """Plain data for JSON: bytes exact (int when integral), amounts in the display unit."""
         number = units.json_number
-        recipe = {"name": self.recipe.name, "weight_bytes": number(self.recipe.weight_bytes),
-                  "grad_bytes": number(self.recipe.grad_bytes),
-                  "optimizer_bytes": number(self.recipe.optimizer_bytes)}
-        stages = [{"stage": int(r.stage), "name": r.stage.label, "partitioned": list(r.stage.partitioned),
-                   "bytes": {key: number(getattr(r.held, key)) for key in _AMOUNTS},
-                   "in_unit": {key: number(v) for key, v in r.held.in_unit(self.unit).items()},
-                   "communication_elements": number(r.comm_elements), "fits": r.fits}
-                  for r in self.rows]
+        recipe = {
+            "name": self.recipe.name,
+            "weight_bytes": number(self.recipe.weight_bytes),
+            "grad_bytes": number(self.recipe.grad_bytes),
+            "optimizer_bytes": number(self.recipe.optimizer_bytes),
+        }
+        stages = [
+            {
+                "stage": int(r.stage),
+                "name": r.stage.label,
+                "partitioned": list(r.stage.partitioned),
+                "bytes": {key: number(getattr(r.held, key)) for key in _AMOUNTS},
+                "in_unit": {key: number(v) for key, v in r.held.in_unit(self.unit).items()},
+                "communication_elements": number(r.comm_elements),
+                "fits": r.fits,
+            }
+            for r in self.rows
+        ]
         memory_bytes = None if self.gpu_memory is None else number(self.gpu_memory)
-        return {"params": self.params, "gpus": self.gpus, "recipe": recipe, "unit": self.unit,
-                "gpu_memory_bytes": memory_bytes, "stages": stages}
+        return {
+            "params": self.params,
+            "gpus": self.gpus,
+            "recipe": recipe,
+            "unit": self.unit,
+            "gpu_memory_bytes": memory_bytes,
+            "stages": stages,
+        }
 
 
 def _text_table(title: str, grid: list[list[str]], left: int = 1) -> str:
     """`title`, then `grid` as aligned columns: the first `left` columns to the left, the rest right."""
     widths = [max(len(r[i]) for r in grid) for i in range(len(grid[0]))]
-    lines = ["  ".join(c.ljust(w) if i < left else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in grid]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in grid
+    ]
     return "\n".join([title, *(line.rstrip() for line in lines)])
 
 
@@ -123,13 +156,27 @@ def table_of(setup: Setup, held: tuple[Breakdown, ...], unit: str = "GB") -> Sta
     """The table for a checked `setup` and its `memory.per_stage`, with nothing recomputed."""
     checks.instance("setup", setup, Setup, "an inputs.Setup")
     held, limit = memory.check_per_stage(held), setup.gpu_memory
-    rows = tuple(Row(stage, held[stage], communication.elements_sent(setup, stage),
-                     None if limit is None else memory.fits(held[stage], limit)) for stage in Stage)
+    rows = tuple(
+        Row(
+            stage,
+            held[stage],
+            communication.elements_sent(setup, stage),
+            None if limit is None else memory.fits(held[stage], limit),
+        )
+        for stage in Stage
+    )
     return StageTable(setup, unit, rows)
 
 
-def stage_table(params: int, gpus: int, recipe: RecipeLike = MIXED_ADAM, unit: str = "GB",
-                *, padded: bool = False, gpu_memory: units.Size | None = None) -> StageTable:
+def stage_table(
+    params: int,
+    gpus: int,
+    recipe: RecipeLike = MIXED_ADAM,
+    unit: str = "GB",
+    *,
+    padded: bool = False,
+    gpu_memory: units.Size | None = None,
+) -> StageTable:
     """The article's table for any model: per-GPU bytes for data parallel and ZeRO-1 to 3."""
     setup = Setup(params, gpus, recipe, gpu_memory)
     unit, padded = units.unit_name(unit), checks.flag("padded", padded)  # check everything before any work
@@ -147,21 +194,34 @@ class FitTable:
 
     def to_text(self) -> str:
         """A heading, then one aligned line per stage."""
-        head = (f"Largest model whose model state fits in {units.format_bytes(self.gpu_memory)} per GPU "
-                f"on {self.gpus} GPUs ({self.recipe.summary()})")
-        lines = [f"  {s.label:<14} " + ("any size (recipe stores nothing)" if n is None else
-                                        f"{units.format_count(n):>9}  ({n:,} parameters)")
-                 for s, n in zip(Stage, self.largest, strict=True)]
+        head = (
+            f"Largest model whose model state fits in {units.format_bytes(self.gpu_memory)} per GPU "
+            f"on {self.gpus} GPUs ({self.recipe.summary()})"
+        )
+        lines = [
+            f"  {s.label:<14} "
+            + (
+                "any size (recipe stores nothing)"
+                if n is None
+                else f"{units.format_count(n):>9}  ({n:,} parameters)"
+            )
+            for s, n in zip(Stage, self.largest, strict=True)
+        ]
         return "\n".join([head, *lines])
 
     __str__ = __repr__ = to_text
 
     def to_dict(self) -> dict:
         """Plain data for JSON."""
-        return {"gpu_memory_bytes": units.json_number(self.gpu_memory), "gpus": self.gpus,
-                "recipe": self.recipe.summary(),
-                "stages": [{"stage": int(s), "name": s.label, "max_params": n}
-                           for s, n in zip(Stage, self.largest, strict=True)]}
+        return {
+            "gpu_memory_bytes": units.json_number(self.gpu_memory),
+            "gpus": self.gpus,
+            "recipe": self.recipe.summary(),
+            "stages": [
+                {"stage": int(s), "name": s.label, "max_params": n}
+                for s, n in zip(Stage, self.largest, strict=True)
+            ],
+        }
 
 
 def fit_table(gpus: int, gpu_memory: units.Size, recipe: RecipeLike = MIXED_ADAM) -> FitTable:
