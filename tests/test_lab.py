@@ -536,12 +536,15 @@ def _alive(pid: int) -> bool:
 def test_ctrl_c_stops_the_lab_and_leaves_no_process_behind(whole_group):
     """A terminal's Ctrl-C reaches every process in the foreground group; Jupyter's "interrupt kernel"
     reaches only the kernel, so then the parent alone must stop the ranks."""
+    # A real run, never one kept by the session's shared lab run (`reuse`), which would end at once.
+    env = {key: value for key, value in os.environ.items() if key != reuse.ENV}
     proc = subprocess.Popen(
         [sys.executable, "-m", "zero_lessons", "lab", "--ranks", "4"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        env=env,
     )
     deadline, kids = time.monotonic() + 60, []
     while time.monotonic() < deadline and len(kids) < 5:  # four ranks and multiprocessing's resource tracker

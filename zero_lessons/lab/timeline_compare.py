@@ -20,8 +20,9 @@ from .timeline_setup import BUCKET, SPEC, STEP_NAMES, Boundary, Measured, Setup,
 from .timeline_setup import BY_KEY as SETUPS
 
 #: Bytes of the small tensors a step makes besides its buffers: the loss, the gradient backward() seeds
-#: it with, DeepSpeed's scaled loss, gradient norms and overflow flags (at most 24 B were seen).
-SCALARS = 32
+#: it with, DeepSpeed's scaled loss, gradient norms and overflow flags, some released a moment late by
+#: gloo's thread. At most 32 B were seen at once; this allows twice that.
+SCALARS = 64
 
 
 def modelled(setup: Setup, gpus: int) -> Timeline:

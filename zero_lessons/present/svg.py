@@ -248,24 +248,12 @@ def draw(chart: Chart) -> str:
     """`chart` as an SVG string: stacked bars, or log-log lines."""
     checks.instance("chart", chart, Chart, "a figures.Chart")
     series = {name: list(values) for name, values in chart.series.items()}
+    common = {"title": chart.title, "ylabel": chart.ylabel, "line": chart.line}
     if chart.kind == "bars":
+        labels = None if chart.labels is None else list(chart.labels)
         return bar_chart(
-            list(chart.x),
-            series,
-            chart.colours,
-            title=chart.title,
-            ylabel=chart.ylabel,
-            line=chart.line,
-            line_label=chart.line_label,
-            labels=None if chart.labels is None else list(chart.labels),
+            list(chart.x), series, chart.colours, line_label=chart.line_label, labels=labels, **common
         )
     return line_chart(
-        list(chart.x),
-        series,
-        chart.colours,
-        title=chart.title,
-        xlabel=chart.xlabel,
-        ylabel=chart.ylabel,
-        line=chart.line,
-        marker=chart.marker,
+        list(chart.x), series, chart.colours, xlabel=chart.xlabel, marker=chart.marker, **common
     )
