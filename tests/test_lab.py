@@ -545,6 +545,9 @@ def test_ctrl_c_stops_the_lab_and_leaves_no_process_behind(whole_group):
         text=True,
         start_new_session=True,
         env=env,
+        # A shell's background job (CI may run us as one) starts with SIGINT ignored, and Python keeps it
+        # ignored; a terminal's foreground job never has it so, so give the lab the default disposition.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline, kids = time.monotonic() + 60, []
     while time.monotonic() < deadline and len(kids) < 5:  # four ranks and multiprocessing's resource tracker
