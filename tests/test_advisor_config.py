@@ -94,18 +94,18 @@ def test_nothing_fits_without_host_memory_or_with_too_little():
     assert pick.reasons[-1] == last
 
 
+#: Every (stage, offload) the advisor can put in a config.
+EMITTED = [(stage, "none") for stage in range(4)] + [
+    (1, "optimizer"),
+    (2, "optimizer"),
+    (3, "optimizer"),
+    (3, "optimizer+parameters"),
+]
+
+
 @pytest.mark.parametrize(
     "stage, what",
-    [
-        (0, "none"),
-        (1, "none"),
-        (2, "none"),
-        (3, "none"),
-        (1, "optimizer"),
-        (2, "optimizer"),
-        (3, "optimizer"),
-        (3, "optimizer+parameters"),
-    ],
+    EMITTED,
 )
 def test_config_shape(stage, what):
     zero = ds_config.zero_config(stage, what)["zero_optimization"]
@@ -133,16 +133,7 @@ def _deepspeed_schema():
 
 @pytest.mark.parametrize(
     "stage, what",
-    [
-        (0, "none"),
-        (1, "none"),
-        (2, "none"),
-        (3, "none"),
-        (1, "optimizer"),
-        (2, "optimizer"),
-        (3, "optimizer"),
-        (3, "optimizer+parameters"),
-    ],
+    EMITTED,
 )
 @pytest.mark.parametrize("nvme", [None, "/local_nvme"])
 @pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out

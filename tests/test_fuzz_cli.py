@@ -289,19 +289,8 @@ def test_fuzzed_command_lines(tmp_path):
     [
         (["table", "--params", "7.5B", "--gpus", "8", "--json"], 0, ()),
         (
-            [
-                "table",
-                "--params",
-                "7.5B",
-                "--gpus",
-                "8",
-                "--weight-bytes",
-                "1e99999999",
-                "--grad-bytes",
-                "2",
-                "--optimizer-bytes",
-                "12",
-            ],
+            "table --params 7.5B --gpus 8 --weight-bytes 1e99999999 --grad-bytes 2 "
+            "--optimizer-bytes 12".split(),
             2,
             ("--weight-bytes",),
         ),

@@ -74,37 +74,11 @@ def test_item1_explorer_byte_box_with_a_huge_exponent_is_marked_at_once():
 
 def test_item2_json_of_a_huge_byte_count_is_a_named_refusal_and_fractions_print():
     cli_refuses(
-        [
-            "table",
-            "--params",
-            "7",
-            "--gpus",
-            "3",
-            "--weight-bytes",
-            "1e400",
-            "--grad-bytes",
-            "0",
-            "--optimizer-bytes",
-            "0",
-            "--json",
-        ],
+        "table --params 7 --gpus 3 --weight-bytes 1e400 --grad-bytes 0 --optimizer-bytes 0 --json".split(),
         "--weight-bytes",
     )
     code, out, err = run_cli(
-        [
-            "table",
-            "--params",
-            "7",
-            "--gpus",
-            "3",
-            "--weight-bytes",
-            "1/3",
-            "--grad-bytes",
-            "1024",
-            "--optimizer-bytes",
-            "0",
-            "--json",
-        ],
+        "table --params 7 --gpus 3 --weight-bytes 1/3 --grad-bytes 1024 --optimizer-bytes 0 --json".split(),
         FAST,
     )
     assert code == 0 and err == ""

@@ -8,7 +8,6 @@ True/False or "yes"/"no". Nothing is evaluated: text is matched against fixed fo
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -20,8 +19,6 @@ from .model import Part, Question, canonical
 RIGHT, NOT_YET = "right", "not yet"
 _YES = {"yes", "y", "true"}
 _NO = {"no", "n", "false"}
-#: The plain numbers text may hold: "41.25", "-3", "1.5e9", "3/8"; short, so nothing huge is ever built.
-_DECIMAL = r"[+-]?[0-9]{1,30}(?:\.[0-9]{1,30})?(?:[eE][+-]?[0-9]{1,2})?|[+-]?[0-9]{1,30}/[0-9]{1,30}"
 _SUFFIX = {
     "x": ("x", "×", "psi", "ψ"),
     "s": ("s", "sec", "seconds"),
@@ -50,9 +47,12 @@ def _number(part: Part, raw) -> Fraction:
         if text.lower().endswith(suffix):
             text = text[: -len(suffix)].strip()
             break
-    if not re.fullmatch(_DECIMAL, text, re.ASCII) or ("/" in text and not text.split("/")[1].strip("0")):
-        raise ValueError(f"cannot read {_shown(raw)} as a number{' in ' + part.unit if part.unit else ''}")
-    return Fraction(text)
+    try:  # the package's one bounded reader of signed decimals and fractions
+        return units.read_ratio(text, field=part.name)
+    except ValueError:
+        raise ValueError(
+            f"cannot read {_shown(raw)} as a number{' in ' + part.unit if part.unit else ''}"
+        ) from None
 
 
 def _shown(raw) -> str:
