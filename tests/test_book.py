@@ -109,7 +109,7 @@ def test_explorer_page_shows_the_saved_widget_once(open_page):
         "notebooks/04_choosing_a_stage.html",
         "notebooks/06_deepspeed_in_practice.html",
         "notebooks/07_lab_measure_it.html",
-        "notebooks/08_workshop_exercises.html",
+        "notebooks/11_workshop_exercises.html",
         "docs/instructor.html",
     ],
 )

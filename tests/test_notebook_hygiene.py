@@ -52,13 +52,15 @@ def test_no_stray_metadata_and_no_local_helpers(path):
     assert set(meta) <= {"kernelspec", "language_info", "widgets"}
     assert meta["language_info"] == {"name": "python"}
     for cell in cells(path) + cells(path, "markdown"):
-        assert set(cell["metadata"]) <= {"tags"}
+        assert set(cell["metadata"]) <= {"tags", "jupyter"}
+        assert cell["metadata"].get("jupyter", {"source_hidden": True}) == {"source_hidden": True}
     for cell in cells(path):
         source = "".join(cell["source"])
         assert not re.search(r"^\s*(def|class) |%run|%%file", source, re.M), source
 
 
-LESSONS = [p for p in NOTEBOOKS if not p.name.startswith(("00_", "08_", "09_"))]
+TAKEAWAY = "> **Takeaway:**"
+LESSONS = [p for p in NOTEBOOKS if not p.name.startswith(("00_", "11_", "12_"))]
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
@@ -68,11 +70,36 @@ def test_lesson_shape(path):
     assert "## Summary" in text and "## Exercises" in text and "<details>" in text
 
 
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_folded_answers_stay_folded(path):
+    """The cell that checks a folded answer is collapsed in JupyterLab and in the book, and prints nothing."""
+    every = json.loads(path.read_text())["cells"]
+    for before, cell in zip(every, every[1:]):
+        if before["cell_type"] == "markdown" and "<details>" in "".join(before["source"]):
+            if cell["cell_type"] != "code":
+                continue
+            assert cell["metadata"].get("jupyter") == {"source_hidden": True}, "".join(cell["source"])[:80]
+            assert "hide-input" in cell["metadata"].get("tags", []), "".join(cell["source"])[:80]
+            assert not cell["outputs"], "".join(cell["source"])[:80]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_every_section_ends_with_a_takeaway(path):
+    """Each '## ' section of a lesson (but the summary, exercises and navigation) ends with a takeaway box."""
+    text = "\n".join("".join(c["source"]) for c in cells(path, "markdown"))
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    for section in sections:
+        heading = section.splitlines()[0]
+        if heading.startswith(("Summary", "Exercises", "You will learn", "Before you start")):
+            continue
+        assert TAKEAWAY in section, f"section {heading!r} has no '{TAKEAWAY}' box"
+
+
 def test_workshop_notebooks_ask_every_exercise_in_the_package_words():
     from zero_lessons.exercises import EXERCISES
 
-    asked = ROOT / "notebooks" / "08_workshop_exercises.ipynb"
-    solved = ROOT / "notebooks" / "09_workshop_solutions.ipynb"
+    asked = ROOT / "notebooks" / "11_workshop_exercises.ipynb"
+    solved = ROOT / "notebooks" / "12_workshop_solutions.ipynb"
     for path in (asked, solved):
         text = "\n".join("".join(c["source"]) for c in cells(path, "markdown"))
         assert all(ex.prompt in text for ex in EXERCISES.values()), path.name

@@ -18,7 +18,7 @@ import nbformat
 from nbclient import NotebookClient
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-KEEP_CELL_METADATA = ("tags",)
+KEEP_CELL_METADATA = ("tags", "jupyter")  # jupyter: {"source_hidden": true}, a folded answer check
 VIEW = "application/vnd.jupyter.widget-view+json"
 
 

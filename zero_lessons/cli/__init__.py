@@ -1,4 +1,4 @@
-"""Command line: `python -m zero_lessons table|fit|advise|lab|recipes` (the `zero-lessons` script).
+"""Command line: `python -m zero_lessons table|fit|advise|lab|recipes|step|run|workshop|grade` (`zero-lessons`).
 
 The parts: `grammar` builds the flags from `inputs.FIELDS`, so every value is read and checked
 once, where the text comes in; `output` prints answers and turns every failure into one line.
@@ -59,6 +59,8 @@ def run(argv: list[str] | None = None) -> int:
     """Parse `argv`, print the answer, and return the exit status."""
     parser = grammar.parser()
     args = parser.parse_args(argv)
+    if args.command in grammar.MODULES:
+        return grammar.command_module(args.command).main(args)
     if args.command == "lab":
         return _lab(args)
     if args.command == "recipes":

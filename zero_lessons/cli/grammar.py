@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import os
 import sys
 from fractions import Fraction
@@ -118,6 +119,15 @@ HELP = {
     "(needs the lab extra)",
     "recipes": "list the named recipes",
 }
+#: Subcommands that live in their own module, `cli/command_<name>.py`: each has HELP (one line), EXAMPLES
+#: (text for its help's epilog), `add(parser)` to declare its flags, and `main(args) -> int` to answer.
+#: Such a module imports only the standard library at its top, so the other commands start fast.
+MODULES = ("step", "run", "workshop", "grade")
+
+
+def command_module(name: str):
+    """The module that declares and answers subcommand `name` (one of MODULES)."""
+    return importlib.import_module(f"{__package__}.command_{name}")
 
 
 def _flags(sub: argparse.ArgumentParser, command: str) -> None:
@@ -150,7 +160,10 @@ def build_parser() -> Parser:
         formatter_class=Formatter,
     )
     subs = top.add_subparsers(
-        dest="command", required=True, metavar="{table,fit,advise,lab,recipes}", parser_class=Parser
+        dest="command",
+        required=True,
+        metavar="{" + ",".join([*FLAGS, "lab", "recipes", *MODULES]) + "}",
+        parser_class=Parser,
     )
     parsers = {c: subs.add_parser(c, help=HELP[c], formatter_class=Formatter, epilog=EXAMPLES) for c in FLAGS}
     for command, sub in parsers.items():
@@ -177,6 +190,11 @@ def build_parser() -> Parser:
     )
     lab.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     subs.add_parser("recipes", help=HELP["recipes"], formatter_class=Formatter)
+    for name in MODULES:
+        module = command_module(name)
+        sub = subs.add_parser(name, help=module.HELP, formatter_class=Formatter, epilog=module.EXAMPLES)
+        module.add(sub)
+        sub.set_defaults(sub=sub)
     return top
 
 
