@@ -10,6 +10,7 @@ import pytest
 from conftest import need_module
 from zero_lessons import GiB, memory, recipes
 from zero_lessons.planning import ds_estimator
+from zero_lessons.planning import offload as offload_plan
 
 PSI = 7_500_000_000
 
@@ -148,3 +149,79 @@ def test_deepspeed_float_rounding():
     cpu, _, _ = s3.estimate_zero3_model_states_mem_needs(10**6, 10**4, 1, 3, True, False, True, 1.2)
     exact = ds_estimator.zero3(10**6, 10**4, 1, 3, cpu_offload_params=False, additional_buffer_factor=1.2)
     assert (cpu, exact.cpu_bytes) == (6_399_999, 6_400_000)
+
+
+def _sums(explained):
+    """Each line's GPU and host terms added up and truncated, as DeepSpeed's int() does."""
+    return [
+        (int(sum(t.nbytes for t in gpu)), int(sum(t.nbytes for t in host)))
+        for _, gpu, host in explained.lines
+    ]
+
+
+@pytest.mark.parametrize("params, per_node, nodes, factor", GRID[::7])
+def test_explained_terms_add_up_to_every_line(params, per_node, nodes, factor):
+    for explained in (
+        ds_estimator.explain_zero2(params, per_node, nodes, factor),
+        ds_estimator.explain_zero3(params, params // 40, per_node, nodes, factor),
+    ):
+        assert _sums(explained) == [(e.gpu_bytes, e.cpu_bytes) for e, _, _ in explained.lines]
+    assert len(ds_estimator.explain_zero3(params, params // 40, per_node, nodes, factor).lines) == 6
+
+
+def test_explained_worked_numbers_for_the_article_model():
+    # Lesson 06's numbers: 7.5 B parameters, one node of 8 GPUs, the largest layer a 50,257 × 4,096 embedding.
+    layer = 50_257 * 4_096
+    offloaded, plain = ds_estimator.explain_zero2(PSI, 8).lines
+    assert [t.nbytes for t in offloaded[1]] == [2 * PSI]  # ZeRO-2 offload keeps only the fp16 weights: 2Ψ
+    assert offloaded[0].line().split("|")[1].strip() == "13.97GB"
+    # The package's own offload split keeps the fp16 gradient shard on the GPU as well: 2Ψ/8 more.
+    on_gpu, on_host = offload_plan.offloaded(PSI, 8, 2)
+    assert on_gpu.total - offloaded[0].gpu_bytes == 2 * PSI // 8 and on_host.total == 12 * PSI // 8
+    # Host: 4 B × Ψ × 8 GPUs × 1.5 on both ZeRO-2 lines (the offload line's max(4 × 8, 16) is 32).
+    assert offloaded[0].cpu_bytes == plain[0].cpu_bytes == 4 * PSI * 8 * 3 // 2
+    assert [t.nbytes for t in plain[1]] == [2 * PSI, 18 * PSI // 8]
+    z3 = ds_estimator.explain_zero3(PSI, layer, 8).lines
+    assert [e.cpu_bytes for e, _, _ in z3] == [
+        18 * PSI * 3 // 2,  # parameters and optimizer offloaded, zero.Init: 18 B × 1.5
+        4 * PSI * 8 * 3 // 2,
+        16 * PSI * 3 // 2,  # optimizer offloaded, zero.Init: 16 B × 1.5
+        4 * PSI * 8 * 3 // 2,
+        4 * layer * 8 * 3 // 2,  # no offload, zero.Init: one fp32 layer per process
+        4 * PSI * 8 * 3 // 2,
+    ]
+    assert [e.gpu_bytes for e, _, _ in z3[::2]] == [
+        4 * layer,
+        4 * layer + 2 * PSI // 8,
+        4 * layer + 18 * PSI // 8,
+    ]
+
+
+def test_explained_tables_show_deepspeeds_gib_and_the_terms():
+    explained = ds_estimator.explain_zero2(PSI, 8)
+    markdown, html = explained._repr_markdown_(), explained._repr_html_()
+    assert markdown.count("\n") == 3 and "**13.97 GiB**" in markdown and "**29.69 GiB**" in markdown
+    assert html.count("<tr>") == 3 and "<b>335.28 GiB</b>" in html
+    assert "max(4 B × 8, 16 B) × Ψ × 1.5 = 360 GB" in markdown
+
+
+@pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
+def test_explained_terms_equal_deepspeed():
+    s12, s3 = _deepspeed()
+    for params, per_node, nodes, factor in GRID[::5]:
+        z2 = ds_estimator.explain_zero2(params, per_node, nodes, factor)
+        want = [
+            s12.estimate_zero2_model_states_mem_needs(params, per_node, nodes, o, factor)
+            for o in (True, False)
+        ]
+        assert [(cpu, gpu) for gpu, cpu in _sums(z2)] == want
+        layer, choices = params // 40, [(True, True), (True, False), (False, False)]
+        want = [
+            s3.estimate_zero3_model_states_mem_needs(params, layer, per_node, nodes, o, p, i, factor)[:2]
+            for o, p in choices
+            for i in (True, False)
+        ]
+        assert [
+            (cpu, gpu)
+            for gpu, cpu in _sums(ds_estimator.explain_zero3(params, layer, per_node, nodes, factor))
+        ] == want

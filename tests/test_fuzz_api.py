@@ -326,6 +326,13 @@ SPECS = {
         },
     ),
     "communication.relative_to_dp": (communication.relative_to_dp, {"stage": arg(STAGE)}),
+    "communication.deepspeed_collectives": (communication.deepspeed_collectives, {"stage": arg(STAGE)}),
+    "communication.multiple_of_psi": (
+        communication.multiple_of_psi,
+        {"plan": arg(st.sampled_from([communication.collectives(3), ()]))},
+    ),
+    "communication.ring_steps": (communication.ring_steps, {"gpus": arg(st.integers(1, 64))}),
+    "communication.ring_holdings": (communication.ring_holdings, {"gpus": arg(st.integers(1, 16))}),
     "communication.elements_sent": (
         communication.elements_sent,
         {"setup": arg(st.just(SETUP)), "stage": arg(STAGE), "ring": arg(FLAG)},
@@ -545,6 +552,24 @@ SPECS = {
             "total_params": arg(PARAMS, "params"),
             "largest_layer_params": arg(st.integers(0, 99)),
             "gpus_per_node": arg(st.integers(1, 16)),
+        },
+    ),
+    "ds_estimator.explain_zero2": (
+        ds_estimator.explain_zero2,
+        {
+            "total_params": arg(PARAMS, "params"),
+            "gpus_per_node": arg(st.integers(1, 16)),
+            "nodes": arg(st.integers(1, 64)),
+            "additional_buffer_factor": arg(st.sampled_from([1, 1.5, 1000])),
+        },
+    ),
+    "ds_estimator.explain_zero3": (
+        ds_estimator.explain_zero3,
+        {
+            "total_params": arg(PARAMS, "params"),
+            "largest_layer_params": arg(st.integers(0, 99)),
+            "gpus_per_node": arg(st.integers(1, 16)),
+            "nodes": arg(st.integers(1, 64)),
         },
     ),
     "ds_estimator.Estimate": (
@@ -785,6 +810,9 @@ def test_every_public_function_is_fuzzed():
         "exercises.Feedback",
         "views.View",
         "communication.StepTraffic",
+        "communication.RingStep",  # built by ring_steps, fuzzed above
+        "ds_estimator.Term",  # built by explain_zero2/3, fuzzed above
+        "ds_estimator.Explained",
         "offload.Plan",
         "table.FitTable",
         "figures.Chart",

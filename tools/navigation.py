@@ -86,8 +86,8 @@ def navigate(paths: list[pathlib.Path], books: dict) -> dict[pathlib.Path, str]:
     return out
 
 
-def index(paths: list[pathlib.Path], books: dict) -> str:
-    """The start page: how to run the lessons, and each one with what it teaches."""
+def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> str:
+    """The start page: how to run the lessons, what each one teaches, then the `kept` hand-written cells."""
     lines = [
         "# ZeRO Lessons: start here",
         "",
@@ -114,15 +114,23 @@ def index(paths: list[pathlib.Path], books: dict) -> str:
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
     }
-    nb.cells = [_cell("00_start_here.ipynb", HEADER, "\n".join(lines))]
+    nb.cells = [_cell("00_start_here.ipynb", HEADER, "\n".join(lines)), *(kept or [])]
     return nbformat.writes(nb) + "\n"
+
+
+def hand_written(path: pathlib.Path) -> list:
+    """The cells of `path` that no marker comment claims: the start page keeps them below its index."""
+    if not path.exists():
+        return []
+    return [c for c in nbformat.read(path, as_version=4).cells if not c.source.startswith((HEADER, FOOTER))]
 
 
 def main(argv: list[str]) -> int:
     """Rewrite (or with --check, compare) every navigation cell and the index."""
     paths = lessons()
     books = {p: nbformat.read(p, as_version=4) for p in paths}
-    wanted = {NOTEBOOKS / "00_start_here.ipynb": index(paths, books)} | navigate(paths, books)
+    start = NOTEBOOKS / "00_start_here.ipynb"
+    wanted = {start: index(paths, books, hand_written(start))} | navigate(paths, books)
     stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
     if "--check" in argv:
         for p in stale:

@@ -36,6 +36,10 @@ def multiple(op: str) -> int:
 DTYPES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
 
 
+#: The three parts of a training step, in order.
+PHASES = ("forward", "backward", "step")
+
+
 @dataclass(frozen=True)
 class Collective:
     """One collective a stage runs every step, over all Ψ elements of one state."""
@@ -43,7 +47,12 @@ class Collective:
     op: str  #: "all-reduce", "reduce-scatter" or "all-gather"
     state: str  #: what it moves: "gradients" or "weights"
     when: str  #: where in the step it runs
+    phase: str  #: the part of the step it belongs to: one of PHASES
     per_micro_batch: bool = False  #: True when it repeats for every micro-batch of gradient accumulation
+
+    def __post_init__(self):
+        checks.choice("collective", self.op, MULTIPLE)
+        checks.choice("phase", self.phase, PHASES)
 
     @property
     def multiple(self) -> int:
@@ -52,27 +61,105 @@ class Collective:
 
 
 _PLANS: dict[Stage, tuple[Collective, ...]] = {
-    Stage.DP: (Collective("all-reduce", "gradients", "end of backward"),),
+    Stage.DP: (Collective("all-reduce", "gradients", "end of backward", "backward"),),
     Stage.ZERO1: (
-        Collective("reduce-scatter", "gradients", "end of backward"),
-        Collective("all-gather", "weights", "after the optimizer step"),
+        Collective("reduce-scatter", "gradients", "end of backward", "backward"),
+        Collective("all-gather", "weights", "after the optimizer step", "step"),
     ),
     # A rank that keeps only a gradient shard must hand the rest on after every micro-batch.
     Stage.ZERO2: (
-        Collective("reduce-scatter", "gradients", "during backward, bucket by bucket", True),
-        Collective("all-gather", "weights", "after the optimizer step"),
+        Collective("reduce-scatter", "gradients", "during backward, bucket by bucket", "backward", True),
+        Collective("all-gather", "weights", "after the optimizer step", "step"),
     ),
     Stage.ZERO3: (
-        Collective("all-gather", "weights", "forward, layer by layer", True),
-        Collective("all-gather", "weights", "backward, layer by layer", True),
-        Collective("reduce-scatter", "gradients", "backward, layer by layer", True),
+        Collective("all-gather", "weights", "forward, layer by layer", "forward", True),
+        Collective("all-gather", "weights", "backward, layer by layer", "backward", True),
+        Collective("reduce-scatter", "gradients", "backward, layer by layer", "backward", True),
+    ),
+}
+# DeepSpeed 0.19.8's defaults in a steady-state step, by the rules lab/predict_deepspeed.py states and the
+# DeepSpeed lab measures. Stages 1 and 2 all-reduce the gradient buckets (use_multi_rank_bucket_allreduce);
+# stage 3 gathers each weight once when its prefetch and reuse keep it from forward to backward, as they do
+# for the lab's small model.
+_BUCKETS = "during backward, bucket by bucket"
+_DEEPSPEED: dict[Stage, tuple[Collective, ...]] = {
+    Stage.DP: (Collective("all-reduce", "gradients", _BUCKETS, "backward"),),
+    Stage.ZERO1: (
+        Collective("all-reduce", "gradients", _BUCKETS, "backward"),
+        Collective("all-gather", "weights", "after the optimizer step", "step"),
+    ),
+    Stage.ZERO2: (
+        Collective("all-reduce", "gradients", _BUCKETS, "backward"),
+        Collective("all-gather", "weights", "after the optimizer step", "step"),
+    ),
+    Stage.ZERO3: (
+        Collective("all-gather", "weights", "forward, prefetched, kept for backward", "forward", True),
+        Collective("reduce-scatter", "gradients", "backward, layer by layer", "backward", True),
     ),
 }
 
 
 def collectives(stage: StageLike) -> tuple[Collective, ...]:
-    """The collectives `stage` runs in one training step, in order."""
+    """The collectives `stage` runs in one training step, in order, by the ZeRO paper's accounting."""
     return _PLANS[as_stage(stage)]
+
+
+def deepspeed_collectives(stage: StageLike) -> tuple[Collective, ...]:
+    """The collectives DeepSpeed runs by default in a steady-state step of `stage`, as its lab measures them.
+
+    Stages 1-2 send 3Ψ (an all-reduce, not the paper's reduce-scatter); stage 3 sends 2Ψ when each
+    weight is gathered once per step, which prefetch and reuse give the lab's small model.
+    """
+    return _DEEPSPEED[as_stage(stage)]
+
+
+def multiple_of_psi(plan: tuple[Collective, ...]) -> int:
+    """Elements one GPU sends per step in units of Ψ, for a plan (paper's count, one micro-batch)."""
+    checks.instance("plan", plan, tuple, "a tuple of Collective, such as collectives(2)")
+    for c in plan:
+        checks.instance("plan", c, Collective, "a tuple of Collective, such as collectives(2)")
+    return sum(c.multiple for c in plan)
+
+
+#: Most ranks `ring_steps` lays out (a figure shows a few; the schedule is N × N chunks per step).
+MAX_RING_RANKS = 64
+
+
+@dataclass(frozen=True)
+class RingStep:
+    """One step of a ring all-reduce: every rank passes one chunk of Ψ/N elements to its right neighbour."""
+
+    phase: str  #: "reduce-scatter" (the receiver adds the chunk in) or "all-gather" (it copies the chunk)
+    sends: tuple[int, ...]  #: sends[r]: the chunk rank r passes to rank (r + 1) % N
+
+
+def ring_steps(gpus: int) -> tuple[RingStep, ...]:
+    """The 2(N−1) steps of a ring all-reduce of N chunks over N ranks: N−1 reduce-scatter, N−1 all-gather.
+
+    In reduce-scatter step s, rank r sends chunk (r − s) mod N; after N−1 steps it owns the full sum of
+    chunk (r + 1) mod N, and the all-gather passes those finished chunks on round the ring.
+    """
+    n = checks.whole("gpus", gpus, high=MAX_RING_RANKS)
+    scatter = [RingStep("reduce-scatter", tuple((r - s) % n for r in range(n))) for s in range(n - 1)]
+    gather = [RingStep("all-gather", tuple((r + 1 - s) % n for r in range(n))) for s in range(n - 1)]
+    return (*scatter, *gather)
+
+
+def ring_holdings(gpus: int) -> tuple[tuple[tuple[frozenset[int], ...], ...], ...]:
+    """At the start and after each ring step: per rank, per chunk, the ranks whose gradients it has summed."""
+    n, steps = checks.whole("gpus", gpus, high=MAX_RING_RANKS), ring_steps(gpus)
+    held = tuple(tuple(frozenset({r}) for _ in range(n)) for r in range(n))
+    out = [held]
+    for step in steps:
+        rows = [list(row) for row in held]
+        for r, chunk in enumerate(step.sends):
+            mine = held[(r + 1) % n][chunk]
+            rows[(r + 1) % n][chunk] = (
+                held[r][chunk] | mine if step.phase == "reduce-scatter" else held[r][chunk]
+            )
+        held = tuple(tuple(row) for row in rows)
+        out.append(held)
+    return tuple(out)
 
 
 def ring_factor(gpus: int) -> Fraction:

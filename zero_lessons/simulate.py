@@ -1,8 +1,8 @@
 """Brute force: really split a small model's arrays across simulated ranks and count the bytes.
 
 This is the check on the closed form. Nothing here uses `memory.per_gpu`; each rank gets
-real numpy arrays, sliced from one flat buffer per state the way DeepSpeed and FSDP do,
-and we add up their `.nbytes`.
+real numpy arrays, sliced from one flat buffer per state padded at its end until N divides it
+(the paper's even split; the labs show how DeepSpeed and FSDP2 really cut), and we add up their `.nbytes`.
 """
 
 from __future__ import annotations

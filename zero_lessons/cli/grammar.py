@@ -159,12 +159,8 @@ def build_parser() -> Parser:
         epilog=EXAMPLES,
         formatter_class=Formatter,
     )
-    subs = top.add_subparsers(
-        dest="command",
-        required=True,
-        metavar="{" + ",".join([*FLAGS, "lab", "recipes", *MODULES]) + "}",
-        parser_class=Parser,
-    )
+    names = "{" + ",".join([*FLAGS, "lab", "recipes", *MODULES]) + "}"
+    subs = top.add_subparsers(dest="command", required=True, metavar=names, parser_class=Parser)
     parsers = {c: subs.add_parser(c, help=HELP[c], formatter_class=Formatter, epilog=EXAMPLES) for c in FLAGS}
     for command, sub in parsers.items():
         _flags(sub, command)
@@ -190,12 +186,17 @@ def build_parser() -> Parser:
     )
     lab.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     subs.add_parser("recipes", help=HELP["recipes"], formatter_class=Formatter)
+    _add_modules(subs)
+    return top
+
+
+def _add_modules(subs) -> None:
+    """Declare each subcommand that lives in its own module (MODULES)."""
     for name in MODULES:
         module = command_module(name)
         sub = subs.add_parser(name, help=module.HELP, formatter_class=Formatter, epilog=module.EXAMPLES)
         module.add(sub)
         sub.set_defaults(sub=sub)
-    return top
 
 
 def _file_name(text: str) -> str:

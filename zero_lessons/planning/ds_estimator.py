@@ -7,6 +7,7 @@ and `deepspeed/runtime/zero/stage3.py::estimate_zero3_model_states_mem_needs`, w
 - under stage 3, 4 bytes per parameter of the largest layer, for the layer it gathers while working;
 - host memory: a per-node buffer, scaled by `additional_buffer_factor` (1.5 by default).
 DeepSpeed divides by 2**30 and prints "GB": those figures are GiB.
+`explain_zero2` and `explain_zero3` take every printed line apart into the terms that add up to it.
 """
 
 from __future__ import annotations
@@ -154,3 +155,131 @@ def zero3_all_cold(
         if opt or not par
         for init in (True, False)
     ]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One part of a column of DeepSpeed's estimate: what it counts, its arithmetic, and its bytes."""
+
+    what: str  #: in words, e.g. "fp16 weights, whole on every GPU"
+    formula: str  #: DeepSpeed's arithmetic with this setup's numbers, Ψ left as Ψ
+    nbytes: Fraction  #: exact, before DeepSpeed's int()
+
+
+@dataclass(frozen=True, repr=False)
+class Explained:
+    """A list of estimate lines, each with the terms that add up to its GPU and its host column."""
+
+    lines: tuple[tuple[Estimate, tuple[Term, ...], tuple[Term, ...]], ...]  #: (line, GPU terms, host terms)
+
+    def cells(self, bold=lambda text: f"**{text}**") -> list[list[str]]:
+        """A header row, then per line: its options, and each column's terms and total, one per text line."""
+        body = [
+            [
+                est.options.replace(" ,", ","),
+                _column(gpu, est.gpu_bytes, bold),
+                _column(host, est.cpu_bytes, bold),
+            ]
+            for est, gpu, host in self.lines
+        ]
+        return [["options", "per GPU", "host memory per node"], *body]
+
+    def _repr_markdown_(self) -> str:
+        head, *body = self.cells()
+        table = [head, ["---"] * 3, *body]
+        return "\n".join("| " + " | ".join(c.replace("\n", "<br>") for c in r) + " |" for r in table)
+
+    def _repr_html_(self) -> str:
+        from html import escape  # only notebooks render HTML
+
+        head, *body = self.cells(lambda text: f"\0{text}\1")  # marks kept through escape()
+
+        def cell(tag: str, text: str) -> str:
+            marked = escape(text).replace("\n", "<br>").replace("\0", "<b>").replace("\1", "</b>")
+            return f"<{tag}>{marked}</{tag}>"
+
+        rows = ["<tr>" + "".join(cell("th", c) for c in head) + "</tr>"]
+        rows += ["<tr>" + "".join(cell("td", c) for c in r) + "</tr>" for r in body]
+        return f"<table class='zero-estimate'>{''.join(rows)}</table>"
+
+    def __repr__(self) -> str:
+        return "\n\n".join("\n".join(r) for r in self.cells())
+
+
+def _column(terms: tuple[Term, ...], total: int, bold) -> str:
+    """Terms one per line, then the total in GB and as DeepSpeed prints it (GiB, labelled "GB")."""
+    parts = [f"{t.what}: {t.formula} = {units.format_bytes(t.nbytes)}" for t in terms]
+    gib = units.format_number(Fraction(total, units.GiB), 2)
+    return "\n".join([*parts, f"= {units.format_bytes(total)} = " + bold(f"{gib} GiB")])
+
+
+def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term:
+    """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × buffer factor."""
+    return Term(
+        "larger of fp32 model per process and offloaded state",
+        f"max(4 B × {processes}, {units.format_number(state)} B) × Ψ × {units.format_number(factor)}",
+        p * max(4 * processes, state) * factor,
+    )
+
+
+def _per_process(size: int, name: str, per_node: int, factor: Fraction) -> Term:
+    """`size` parameters in fp32 for each of the node's processes, × buffer factor."""
+    return Term(
+        f"fp32 {'model' if name == 'Ψ' else 'layer'} per process",
+        f"4 B × {name} × {per_node} × {units.format_number(factor)}",
+        4 * size * per_node * factor,
+    )
+
+
+def explain_zero2(total_params: int, gpus_per_node: int = 1, nodes: int = 1, additional_buffer_factor=1.5):
+    """Every line of DeepSpeed's ZeRO-2 estimate, each column taken apart into its terms."""
+    p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
+    gpus, whole = per_node * nodes, Term("fp16 weights, whole", "2 B × Ψ", Fraction(2 * p))
+    split = Term("split 18 B", f"18 B × Ψ / {gpus}", Fraction(18 * p, gpus))
+    offloaded = _host_max(p, gpus, Fraction(16), factor)  # DeepSpeed counts every GPU here, not the node's
+    rows = zero2_all_cold(p, per_node, nodes, factor)
+    return Explained(
+        (
+            (rows[0], (whole,), (offloaded,)),
+            (rows[1], (whole, split), (_per_process(p, "Ψ", per_node, factor),)),
+        )
+    )
+
+
+def _zero3_terms(
+    p: int, layer: int, per_node: int, nodes: int, factor: Fraction, opt: bool, par: bool, init: bool
+) -> tuple[tuple[Term, ...], tuple[Term, ...]]:
+    """The GPU and host terms of one ZeRO-3 line."""
+    gpus, gpu = per_node * nodes, [Term("largest layer, gathered", "4 B × layer", Fraction(4 * layer))]
+    if not par:
+        bytes_each, what = (2, "fp16 weight shard") if opt else (18, "split 18 B")
+        gpu.append(Term(what, f"{bytes_each} B × Ψ / {gpus}", Fraction(bytes_each * p, gpus)))
+    if not opt:
+        size, name = (layer, "layer") if init else (p, "Ψ")
+        return tuple(gpu), (_per_process(size, name, per_node, factor),)
+    state = Fraction(18 if par else 16, nodes)
+    if not init:
+        return tuple(gpu), (_host_max(p, per_node, state, factor),)
+    nodes_text = f"{nodes} node" + ("s" if nodes > 1 else "")
+    formula = f"{18 if par else 16} B × Ψ / {nodes_text} × {units.format_number(factor)}"
+    return tuple(gpu), (Term("offloaded state, this node's share", formula, p * state * factor),)
+
+
+def explain_zero3(
+    total_params: int,
+    largest_layer_params: int,
+    gpus_per_node: int = 1,
+    nodes: int = 1,
+    additional_buffer_factor=1.5,
+):
+    """Every line of DeepSpeed's ZeRO-3 estimate, each column taken apart into its terms."""
+    p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
+    layer = checks.whole("largest_layer_params", largest_layer_params, low=0, high=p)
+    rows = zero3_all_cold(p, layer, per_node, nodes, factor)
+    choices = [(o, q, i) for o in (True, False) for q in (True, False) if o or not q for i in (True, False)]
+    return Explained(
+        tuple(
+            (row, *_zero3_terms(p, layer, per_node, nodes, factor, *c))
+            for row, c in zip(rows, choices, strict=True)
+        )
+    )
