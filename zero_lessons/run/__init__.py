@@ -4,7 +4,11 @@ The parts:
 - `train`: the training script a learner reads and copies (torch and DeepSpeed are imported only there,
   inside the ranks, and in `loopback`);
 - `loopback`: torchrun with its rendezvous store on 127.0.0.1 only;
-- `launcher`: `launch` starts the script under torchrun from Python and returns every rank's report, typed.
+- `launcher`: `launch` starts the script under torchrun from Python and returns every rank's report, typed;
+- `predict`: what each rank should hold (the lab's rules on the script's model, plus offload's buffers);
+  `summary`: measured beside predicted, per config, for the command line and the lesson;
+- for lesson 10: `keys` (the config keys that matter, with numbers), `precision` (bf16 against fp16),
+  `fsdp` (ZeRO's stages against PyTorch's equivalents), `source` (the script's functions as a listing).
 """
 
 from .launcher import RankReport, RunError, RunReport, launch

@@ -25,10 +25,8 @@ from deepspeed.utils import logger, safe_get_full_fp32_param
 from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
 from ..lab.rank_deepspeed import held  # the lab's byte counter: the one line that reaches into the lab
+from .predict import WIDTHS  # layer widths, stated without torch so the prediction counts the same model
 
-#: Layer widths. The 512 x 512 weight is over DeepSpeed's stage-3 persistence threshold (100,000
-#: elements), so stage 3 splits it across ranks; the smaller tensors stay whole on every rank.
-WIDTHS = (32, 512, 512, 8)
 #: The optimizer for a config that names none (the advisor writes only the keys that decide memory).
 #: Every hyperparameter is spelled out: DeepSpeed's "Adam" is AdamW, and the two Adams it may build
 #: (torch's, and its own CPU Adam for offload) default to different weight decays.
@@ -57,9 +55,7 @@ def with_defaults(config: dict) -> dict:
     Offloaded optimizer steps run on the host in DeepSpeed's CPU Adam (a C++ extension it compiles on
     first use); otherwise torch's own AdamW takes the step, which needs no compiler.
     """
-    zero = config.get("zero_optimization", {})
-    offloaded = zero.get("offload_optimizer", {}).get("device", "none") != "none"
-    params = ADAMW["params"] | ({} if offloaded else {"torch_adam": True})
+    params = ADAMW["params"] | ({} if offloaded(config) else {"torch_adam": True})
     return {"optimizer": ADAMW | {"params": params}, "steps_per_print": 10**9} | config
 
 
@@ -95,6 +91,24 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def offloaded(config: dict) -> bool:
+    """Whether the config offloads the optimizer, so that DeepSpeed's CPU Adam takes the steps."""
+    return config.get("zero_optimization", {}).get("offload_optimizer", {}).get("device", "none") != "none"
+
+
+def near(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -> bool:
+    """Whether `a` and `b` agree to 1e-4 of the step each took from `start`, tensor by tensor.
+
+    For DeepSpeed's CPU Adam, bit for bit is too much to ask: a running optimizer updates Adam's bias
+    correction β^t by one more product each step, a resumed one computes it afresh with pow()
+    (csrc/includes/cpu_adam.h, IncrementStep), and the two can differ in the last bit. Lost moments or a
+    wrong step count would move the weights by a good part of a step, far more than 1e-4 of it.
+    """
+    return a.keys() == b.keys() and all(
+        (a[k] - b[k]).abs().max() <= 1e-4 * (b[k] - start[k]).abs().max() for k in a
+    )
+
+
 def round_trip(engine, config: dict, folder: Path) -> int | None:
     """Save, resume into a fresh engine and consolidate, asserting each gives back the trained state.
 
@@ -112,7 +126,9 @@ def round_trip(engine, config: dict, folder: Path) -> int | None:
     assert same(fp32_weights(fresh), saved), "the resumed weights differ from the saved ones"
     train_step(fresh)
     # The same next step proves more than the weights came back: AdamW's moments and step count did too.
-    assert same(fp32_weights(fresh), expected), "the resumed run's next step differs from the original's"
+    resumed = fp32_weights(fresh)
+    equal = same(resumed, expected) if not offloaded(config) else near(resumed, expected, saved)
+    assert equal, "the resumed run's next step differs from the original's"
     fresh.destroy()
     dist.barrier()  # every shard is on disk before rank 0 reads them all
     if dist.get_rank() != 0 or stage == 0:

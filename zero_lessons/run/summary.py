@@ -1,0 +1,151 @@
+"""A run's reports, one summary per config: each rank's bytes held beside the prediction, its losses, and
+the checkpoint's round trip. Text for the command line, HTML for a lesson, plain data for JSON. No torch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from html import escape
+from pathlib import Path
+
+from ..lab.results import FIELDS, Held
+from ..present.html import table_row, table_start
+from . import predict
+from .launcher import RankReport, RunReport, read_configs
+
+#: Column names of the bytes-held table.
+HEAD = ("rank", "bytes", "weights", "gradients", "optimizer", "step counters", "other", "total")
+#: What a successful report proves about the checkpoint: `train.round_trip` asserts it on every rank. With the
+#: optimizer offloaded, DeepSpeed's CPU Adam gives the next step to 1e-4 of its size, not bit for bit.
+ROUND_TRIP = "saved; resumed into a fresh engine with equal weights and {} next step on every rank"
+NEXT_STEP = {False: "an equal", True: "the same (to 1e-4 of the step: CPU Adam's bias correction)"}
+
+
+@dataclass(frozen=True, repr=False)
+class Summary:
+    """One config's run: every rank's report, and what the package predicts each rank holds."""
+
+    config: str  #: the config file's name
+    ranks: tuple[RankReport, ...]  #: one report per rank, in rank order
+    predicted: tuple[Held, ...] | None  #: per rank; None where the package has no rule for the config
+    why_not: str | None  #: why there is no prediction, if there is none
+
+    @property
+    def stage(self) -> int:
+        """The config's ZeRO stage."""
+        return self.ranks[0].stage
+
+    @property
+    def title(self) -> str:
+        """E.g. "ds.json: ZeRO-2 with optimizer offloaded, 2 ranks, Ψ = 283,656 parameters"."""
+        first = self.ranks[0]
+        offload = "" if first.offload == "none" else f" with {first.offload} offloaded"
+        return (
+            f"{self.config}: ZeRO-{self.stage}{offload}, {first.world} ranks, Ψ = {first.params:,} parameters"
+        )
+
+    @property
+    def differences(self) -> list[str]:
+        """Each field a rank held other than predicted: "rank 1 gradients: measured 0, predicted 533,520"."""
+        if self.predicted is None:
+            return []
+        return [
+            f"{self.config} rank {r.rank} {field}: measured {r.held[field]:,}, "
+            f"predicted {getattr(p, field):,}"
+            for r, p in zip(self.ranks, self.predicted, strict=True)
+            for field in FIELDS
+            if r.held[field] != getattr(p, field)
+        ]
+
+    @property
+    def as_predicted(self) -> bool:
+        """Whether every rank held what the package predicts (True when there is nothing to compare)."""
+        return not self.differences
+
+    @property
+    def consolidation(self) -> str:
+        """What DeepSpeed's zero_to_fp32 rebuilt, in words."""
+        count = self.ranks[0].consolidated
+        if count is None:
+            return "none: a stage-0 checkpoint has no ZeRO shards for zero_to_fp32 to read"
+        return f"zero_to_fp32 rebuilt {count} fp32 tensors on rank 0, equal to the trained weights"
+
+    def rows(self) -> list[list[str]]:
+        """The bytes-held table: per rank a measured line, then a predicted line where there is one."""
+        out = []
+        for i, r in enumerate(self.ranks):
+            out.append([str(r.rank), "measured", *(f"{r.held[f]:,}" for f in FIELDS), f"{r.total:,}"])
+            if self.predicted is not None:
+                p = self.predicted[i]
+                total = sum(getattr(p, f) for f in FIELDS)
+                out.append(["", "predicted", *(f"{getattr(p, f):,}" for f in FIELDS), f"{total:,}"])
+        return out
+
+    def notes(self) -> list[tuple[str, str]]:
+        """The lines under the table: losses, skipped steps, checkpoint, consolidation, verdict."""
+        losses = " | ".join(f"rank {r.rank}: " + " ".join(f"{x:.4f}" for x in r.losses) for r in self.ranks)
+        skipped = ", ".join(f"rank {r.rank}: {r.skipped_steps}" for r in self.ranks)
+        verdict = "yes" if self.as_predicted else "NO: " + "; ".join(self.differences)
+        return [
+            ("losses", losses),
+            ("skipped steps", skipped),
+            ("checkpoint", ROUND_TRIP.format(NEXT_STEP["optimizer" in self.ranks[0].offload])),
+            ("consolidated", self.consolidation),
+            ("as predicted", f"not predicted: {self.why_not}" if self.predicted is None else verdict),
+        ]
+
+    def to_text(self) -> str:
+        """Aligned plain text: the title, the table, then the notes."""
+        grid = [list(HEAD), *self.rows()]
+        widths = [max(len(line[i]) for line in grid) for i in range(len(HEAD))]
+        table = [
+            "  "
+            + "  ".join(
+                c.rjust(w) if i != 1 else c.ljust(w)
+                for i, (c, w) in enumerate(zip(line, widths, strict=True))
+            ).rstrip()
+            for line in grid
+        ]
+        notes = [f"  {name:<15}{text}" for name, text in self.notes()]
+        return "\n".join([self.title, *table, *notes])
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+    def _repr_html_(self) -> str:
+        body = "".join(table_row(line, left=2) for line in self.rows())
+        notes = "".join(f"<li><b>{name}</b>: {escape(text)}</li>" for name, text in self.notes())
+        head = table_row(list(HEAD), left=2, header=True)
+        return f"{table_start('zero-run', self.title)}{head}{body}</table><ul>{notes}</ul>"
+
+    def to_dict(self) -> dict:
+        """Plain data for JSON: each rank's report and prediction, and the verdict."""
+        predicted = [asdict(p) for p in self.predicted] if self.predicted is not None else None
+        return {
+            "config": self.config,
+            "ranks": [asdict(r) | {"total": r.total} for r in self.ranks],
+            "predicted": predicted,
+            "not_predicted": self.why_not,
+            "differences": self.differences,
+            "as_predicted": self.as_predicted,
+        }
+
+
+def summarize(reports: Sequence[RankReport], config: dict) -> Summary:
+    """The summary of one config's rank reports, with the package's prediction where it has one."""
+    why = predict.unpredicted(config)
+    if len(reports[0].losses) < 2:
+        why = "one step only: its snapshot comes before the first optimizer step creates Adam's state"
+    predicted = None if why else tuple(predict.expected(config, r.world, r.rank) for r in reports)
+    return Summary(reports[0].config, tuple(reports), predicted, why)
+
+
+def summaries(report: RunReport, paths: Sequence[str | Path]) -> tuple[Summary, ...]:
+    """One summary per config file of a launch, in the order given."""
+    configs = read_configs(paths)
+    return tuple(summarize(report.of(path.name), config) for path, config in configs.items())
+
+
+def to_text(found: Sequence[Summary]) -> str:
+    """Every summary as text, a blank line apart."""
+    return "\n\n".join(s.to_text() for s in found)
