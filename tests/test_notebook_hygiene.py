@@ -96,19 +96,40 @@ def test_every_section_ends_with_a_takeaway(path):
 
 
 def test_workshop_notebooks_ask_every_exercise_in_the_package_words():
-    from zero_lessons.exercises import EXERCISES
+    """Lesson 11 shows every question of the package for its SEED, with an answer cell the grader reads;
+    lesson 12 asserts that `check` (and, for the lab's questions, `measure`) accepts each worked answer."""
+    from zero_lessons.workshop import QUESTIONS, sheet
+    from zero_lessons.workshop.grade import literal
+    from zero_lessons.workshop.measure import FAMILIES
 
     asked = ROOT / "notebooks" / "11_workshop_exercises.ipynb"
     solved = ROOT / "notebooks" / "12_workshop_solutions.ipynb"
     for path in (asked, solved):
-        text = "\n".join("".join(c["source"]) for c in cells(path, "markdown"))
-        assert all(ex.prompt in text for ex in EXERCISES.values()), path.name
+        code = cells(path)
+        seed = literal("".join(code[0]["source"]))  # the first code cell sets SEED
+        headings = "\n".join("".join(c["source"]) for c in cells(path, "markdown"))
+        shown = json.dumps([c["outputs"] for c in code])
+        for n, q in enumerate(sheet(seed).questions, 1):
+            assert f"## {n}. {q.title}\n" in headings, (path.name, q.id)
+            # the variant's own prompt, in the package's words, shown by an executed cell
+            assert json.dumps(q.prompt)[1:-1] in shown, (path.name, q.id)
+    answers = {
+        tag.removeprefix("question:"): cell
+        for cell in cells(asked)
+        for tag in cell["metadata"].get("tags", [])
+        if tag.startswith("question:")
+    }
+    assert list(answers) == list(QUESTIONS)
+    page = sheet(literal("".join(cells(asked)[0]["source"])))
+    for qid, cell in answers.items():  # a blank answer per part, as plain data the grader can read
+        assert "answer" in cell["metadata"]["tags"]
+        assert literal("".join(cell["source"])) == page[qid].blank(), qid
     calls = ["".join(c["source"]) for c in cells(asked)]
-    assert sorted(
-        ex_id for ex_id in EXERCISES if any(f'check("{ex_id}", answer)' in c for c in calls)
-    ) == sorted(EXERCISES)
+    assert all(f'my.check("{qid}", answer)' in calls for qid in QUESTIONS)
+    assert all(f'my.measure("{qid}", answer)' in calls for qid in FAMILIES)
     asserts = "\n".join("".join(c["source"]) for c in cells(solved))
-    assert all(f'assert check("{ex_id}", answer).correct' in asserts for ex_id in EXERCISES)
+    assert all(f'assert my.check("{qid}", answer).correct' in asserts for qid in QUESTIONS)
+    assert all(f'assert my.measure("{qid}", answer).correct' in asserts for qid in FAMILIES)
 
 
 def test_navigation_cells_and_index_are_up_to_date():

@@ -191,7 +191,7 @@ def test_every_variant_is_solved_by_the_package_and_accepted(qid):
         feedback = check(seed, qid, answer)
         assert feedback.correct, (seed, feedback)
         assert all(m.message == f"{RIGHT}." for m in feedback.marks)
-        assert f"{RIGHT}, all {len(q.parts)} parts." in repr(feedback)
+        assert repr(feedback).startswith(f"Correct. All {len(q.parts)} parts are right ({qid}, seed {seed}).")
 
 
 @pytest.mark.parametrize("qid", list(QUESTIONS))
@@ -230,7 +230,8 @@ def test_a_wrong_answer_with_no_known_slip_names_the_rule():
         mark.message
         == f"{NOT_YET}: it matches no common slip. This part rests on: {q.part('compute_s').rule}."
     )
-    assert f"{NOT_YET}, 3 of 4 parts right." in repr(feedback) and "**" in feedback._repr_markdown_()
+    assert repr(feedback).startswith("Not yet: 3 of 4 parts right (offload-pays, seed 3).")
+    assert feedback._repr_markdown_().startswith("**Not yet: 3 of 4 parts right")
 
 
 def test_answers_are_read_in_the_usual_spellings():
@@ -250,7 +251,13 @@ def test_answers_are_read_in_the_usual_spellings():
 def test_unreadable_and_missing_answers_say_what_to_give():
     q = question("audit-10-bytes", 1)
     blank = check(1, "audit-10-bytes", q.blank())
-    assert not blank.correct and all("no answer yet (replace None)" in m.message for m in blank.marks)
+    assert not blank.correct and blank.state == "unanswered"
+    assert all(m.message == f"not answered yet: give {q.part(m.part).ask}." for m in blank.marks)
+    assert repr(blank).startswith("Not answered yet: replace each None in the answer cell")
+    half = check(1, "audit-10-bytes", q.blank() | {"left_out": q.answers()["left_out"]})
+    assert half.state == "not yet" and repr(half).startswith(
+        "Not yet: 1 of 3 parts right, 2 not answered yet"
+    )
     odd = check(1, "audit-10-bytes", q.answers() | {"book_gb": "lots", "paper_gb": [1], "extra": 1})
     assert "could not read it" in odd.marks[0].message and "could not read it" in odd.marks[1].message
     assert odd.note == "ignored extra: this question has no such part."
@@ -336,3 +343,60 @@ def test_workshop_modules_stay_short():
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef):
                 assert node.end_lineno - node.lineno < 40, (path.name, node.name)
+
+
+def test_right_wrong_and_unanswered_differ_in_words_and_colour_not_only_an_emoji():
+    q = question("audit-4x-rule", 2)
+    said = {
+        state: check(2, "audit-4x-rule", answer)
+        for state, answer in (
+            ("correct", q.answers()),
+            ("not yet", q.answers() | {"missing_bytes": 4}),
+            ("unanswered", q.blank()),
+        )
+    }
+    heads = {"correct": "Correct.", "not yet": "Not yet:", "unanswered": "Not answered yet:"}
+    colours = {"correct": "#1a7f37", "not yet": "#b42318", "unanswered": "#57606a"}
+    for state, feedback in said.items():
+        assert feedback.state == state and repr(feedback).startswith(heads[state] + " ")
+        page = feedback._repr_html_()
+        assert f'<strong style="color: {colours[state]}">{heads[state]}</strong>' in page
+        assert f"border-left: 4px solid {colours[state]}" in page
+        assert not any(mark in page + repr(feedback) for mark in ("✅", "❌"))
+    assert len({repr(f).split(" (")[0] for f in said.values()}) == 3  # three different sentences
+    assert "master-only" in said["not yet"].slips[0] and "&lt;" not in said["correct"]._repr_html_()
+
+
+@pytest.mark.parametrize(
+    "spelling", [None, "stage {n}", "ZeRO-{n}", "ZeRO {n}", "zero{n}", "Stage {n}", "z{n}"]
+)
+def test_stage_parts_accept_natural_spellings(spelling):
+    for seed in range(5):
+        q = question("stage-and-checkpointing", seed)
+        n = q.answers()["stage"]
+        answer = q.answers() | {"stage": n if spelling is None else spelling.format(n=n)}
+        assert check(seed, "stage-and-checkpointing", answer).correct, (seed, answer["stage"])
+
+
+def test_a_wrong_stage_names_its_own_numbers_not_a_different_question():
+    for seed in SEEDS:
+        q = question("stage-and-checkpointing", seed)
+        right, card = q.answers()["stage"], dict(q.given)["card_gb"]
+        for other in {0, 1, 2, 3} - {right}:
+            mark = check(seed, q.id, q.answers() | {"stage": f"stage {other}"}).marks[2]
+            assert not mark.right and mark.slip in ("ignored-activations", "does-not-fit", "not-the-lowest")
+            label = Stage(other).label
+            if other < right:
+                assert (
+                    mark.message.startswith(f"{NOT_YET}: {label} needs ")
+                    and f"not fit in {card} GB" in mark.message
+                )
+            else:
+                assert mark.message.startswith(
+                    f"{NOT_YET}: {label} fits too, but {Stage(right).label} is lower and fits"
+                )
+    for seed in SEEDS:
+        q = question("offload-and-host", seed)
+        other = 5 - q.answers()["stage"]
+        mark = check(seed, q.id, q.answers() | {"stage": f"ZeRO {other}"}).marks[1]
+        assert mark.slip == ("does-not-fit" if other == 2 else "not-the-least") and "ZeRO-2" in mark.message

@@ -1,8 +1,8 @@
-"""Workshop exercises with feedback: `check(exercise_id, answer)` says right or wrong, and which slip it is.
+"""Single exercises with feedback: `check(exercise_id, answer)` says right or not yet, and which slip it is.
 
-Every expected answer and every trap is computed by the package, never typed in. A trap is the
-value a typical mistake produces (GiB for GB, gradients forgotten, the wrong states divided by N,
-bytes for elements, a neighbouring stage); an answer near a trap gets that trap's explanation.
+Every expected answer and every trap is computed by the package, never typed in. A trap is the value a
+typical mistake produces (GiB for GB, gradients forgotten, the wrong states divided by N, bytes for
+elements, a neighbouring stage, a stage that does not fit); an answer near a trap gets its explanation.
 """
 
 from __future__ import annotations
@@ -15,26 +15,22 @@ from .planning import offload
 from .planning.advice import advise
 from .recipes import MEGATRON_18, MIXED_ADAM, Recipe, custom
 from .stages import STATES, Stage, as_stage
+from .workshop.feedback import HEADS, box
+from .workshop.model import near  # answers within 0.5% count: "41.3" for 41.25
 
 #: What each typical mistake means, by key.
 MISTAKES = {
     "gib-for-gb": "That is the amount in GiB (2**30 bytes); the question asks for decimal GB (10**9 bytes).",
     "gb-for-gib": "That is the amount in decimal GB; the question asks for GiB (2**30 bytes).",
-    "forgot-gradients": (
-        "That leaves out the gradients: every parameter also has a gradient (2 bytes in fp16)."
-    ),
+    "forgot-gradients": "That leaves out the gradients: every parameter also has one (2 bytes in fp16).",
     "wrong-states": "That divides by N for the wrong states: check which states this stage partitions.",
-    "bytes-vs-elements": (
-        "Off by the bytes per element: elements and bytes differ by the dtype's size (2 for fp16)."
-    ),
+    "bytes-vs-elements": "Off by the bytes per element: elements and bytes differ by the dtype's size.",
     "stage-confused": "That is the answer for a different stage: check which stage the question asks about.",
+    "does-not-fit": "That stage's model state does not fit in the card: take the lowest stage that fits.",
     "per-gpu-not-node": "That is per GPU; the question asks for a whole node's worth.",
     "node-not-per-gpu": "That adds up the whole node; each GPU has its own link, so count one GPU's share.",
-    "one-direction": (
-        "That counts traffic one way only: gradients go to the host and updated weights come back."
-    ),
+    "one-direction": "That counts one way only: gradients go to the host and updated weights come back.",
 }
-TOLERANCE = Fraction(1, 200)  # answers within 0.5% count, so "41.3" is fine for 41.25
 
 
 @dataclass(frozen=True)
@@ -46,7 +42,7 @@ class Exercise:
     unit: str  #: "GB", "GiB", "params", "elements", "GPUs", "stage", "seconds" or "x"
     answer: Fraction  #: the expected value, in `unit`
     working: str  #: the worked solution, shown on request
-    traps: tuple[tuple[str, Fraction], ...] = ()  #: (mistake key, value that mistake gives)
+    traps: tuple[tuple, ...] = ()  #: (mistake key, value it gives[, what to say instead of MISTAKES])
 
 
 @dataclass(frozen=True, repr=False)
@@ -61,9 +57,17 @@ class Feedback:
     def __repr__(self) -> str:
         return self.message + (f"\nWorking: {self.working}" if self.working else "")
 
-    def _repr_markdown_(self) -> str:
-        mark = "✅" if self.correct else "❌"
-        return f"{mark} {self.message}" + (f"\n\n*Working:* {self.working}" if self.working else "")
+    @property
+    def state(self) -> str:
+        """The state, said in words and colour, never by an emoji alone: correct, unanswered or not yet."""
+        return "correct" if self.correct else "unanswered" if self.message == UNANSWERED else "not yet"
+
+    def _repr_html_(self) -> str:
+        return box(self.state, self.message, [f"Working: {self.working}"] if self.working else [])
+
+
+#: What an unanswered exercise says: neutral, neither right nor wrong.
+UNANSWERED = f"{HEADS['unanswered'][0]} replace None with your answer, then run the cell."
 
 
 def _held(params: int, gpus: int, split: set[str], recipe: Recipe) -> Fraction:
@@ -170,7 +174,14 @@ def _traffic(psi: int) -> list[Exercise]:
 def _design() -> list[Exercise]:
     """Design questions: the largest model, the fewest GPUs, which stage, offload's host and link costs."""
     psi = 7_500_000_000
-    pick = advise(psi, 8, "24GB")
+    pick, card = advise(psi, 8, "24GB"), units.parse_size("24GB")
+    needs = {s: memory.per_gpu(psi, 8, s).total for s in Stage}
+    said = "{} needs {} per GPU, which does not fit in 24 GB: take the lowest stage that fits."
+    too_small = tuple(
+        ("does-not-fit", Fraction(int(s)), said.format(s.label, units.format_bytes(need, "GB")))
+        for s, need in needs.items()
+        if need > card
+    )
     which = Exercise(
         "which-stage-24gb",
         "7.5B parameters on 8 GPUs with 24 GB each: what is the lowest stage whose model state fits?",
@@ -178,7 +189,7 @@ def _design() -> list[Exercise]:
         Fraction(int(pick.stage)),
         "Data parallel needs 120 GB, ZeRO-1 41.25 GB, ZeRO-2 28.125 GB and ZeRO-3 15 GB: "
         "only ZeRO-3 fits in 24 GB.",
-        (("stage-confused", Fraction(2)),),
+        too_small,
     )
     return [*_sizing(), which, *_offload(psi)]
 
@@ -216,8 +227,7 @@ def _sizing() -> list[Exercise]:
 
 def _offload(psi: int) -> list[Exercise]:
     """ZeRO-2 with the optimizer offloaded on one node of 8 GPUs: host memory and link time."""
-    on_gpu, off_gpu = offload.offloaded(psi, 8, 2)
-    ex = []
+    ex, (_, off_gpu) = [], offload.offloaded(psi, 8, 2)
     ex.append(
         Exercise(
             "offload-host-node",
@@ -271,29 +281,20 @@ def _read(exercise: Exercise, answer) -> Fraction:
     return checks.exact("answer", answer, "a number or text such as '41.25 GB'")
 
 
-def _near(value: Fraction, target: Fraction) -> bool:
-    """Within the tolerance of `target` (exactly equal when the target is 0)."""
-    return abs(value - target) <= abs(target) * TOLERANCE
-
-
 def check(exercise_id: str, answer, *, show_working: bool = False) -> Feedback:
     """Say whether `answer` is right, and if not, which typical mistake it looks like."""
     exercise = EXERCISES[checks.choice("exercise_id", exercise_id, EXERCISES)]
     working = exercise.working if checks.flag("show_working", show_working) else None
     if answer is None:
-        return Feedback(False, "No answer yet: replace None with your answer.", working=working)
+        return Feedback(False, UNANSWERED, working=working)
     try:
         value = _read(exercise, answer)
     except (ValueError, TypeError) as err:
-        return Feedback(False, f"Could not read that answer: {err}", working=working)
-    if _near(value, exercise.answer):
+        return Feedback(False, f"Not yet: could not read that answer: {err}", working=working)
+    if near("number", value, exercise.answer):
         return Feedback(True, "Correct.", working=working)
-    for key, trap in exercise.traps:
-        if _near(value, trap):
-            return Feedback(False, f"Not quite. {MISTAKES[key]}", key, working)
-    return Feedback(
-        False,
-        "Not quite, and it does not match a common slip. Recompute step by step, or call "
-        "check(..., show_working=True).",
-        working=working,
-    )
+    for key, trap, *said in exercise.traps:
+        if near("number", value, trap):
+            return Feedback(False, f"Not yet: {said[0] if said else MISTAKES[key]}", key, working)
+    again = "Recompute step by step, or call check(..., show_working=True)."
+    return Feedback(False, f"Not yet: it does not match a common slip. {again}", working=working)

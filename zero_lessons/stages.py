@@ -46,17 +46,20 @@ _ALIASES = {"dp": 0, "ddp": 0, "data parallel": 0, "baseline": 0}
 
 
 def as_stage(value: StageLike) -> Stage:
-    """Read 0-3, "ZeRO-2", "z2", "dp" and the like as a Stage."""
+    """Read 0-3, "ZeRO-2", "ZeRO 2", "zero2", "z2", "stage 2", "dp" and the like as a Stage."""
     if isinstance(value, Stage):
         return value
     if isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value <= 3:
         return Stage(int(value))
     if isinstance(value, str):
         key = value.strip().lower().replace("_", "-")
-        key = key.removeprefix("zero-").removeprefix("zero").removeprefix("z")
+        for prefix in ("zero", "stage", "z"):  # "ZeRO-2", "ZeRO 2", "zero2", "stage 2", "z2"
+            if key.startswith(prefix):
+                key = key.removeprefix(prefix).lstrip(" -")
+                break
         number = _ALIASES.get(value.strip().lower(), key)
         if str(number) in {"0", "1", "2", "3"}:
             return Stage(int(number))
     raise ValueError(
-        f"stage must be 0, 1, 2 or 3 (or 'dp', 'ZeRO-1' ... 'ZeRO-3'), got {checks.shown(value)}"
+        f"stage must be 0, 1, 2 or 3 (or 'dp', 'ZeRO-1' ... 'ZeRO-3', 'stage 3'), got {checks.shown(value)}"
     )

@@ -96,15 +96,33 @@ def _answers(shape: Transformer, gpus: int, card: int) -> tuple[dict, dict]:
     """The right value of every part, and the value each slip gives."""
     recompute, stage, need = plan(shape, gpus, card)
     psi, act = shape.params, activation_bytes(shape, "none")
-    alone = next(s for s in Stage if state(psi, gpus, s) <= card)
     values = dict(activations_gb=in_gb(act), recompute=recompute, stage=stage, gb_per_gpu=in_gb(need))
     slips = {
         "activations_gb": [("activations-split", in_gb(act / gpus)), ("gib-for-gb", in_gib(act))],
         "recompute": [("stage-for-activations", "none"), ("selective-is-not-enough", "selective")],
-        "stage": [("ignored-activations", alone)],
+        "stage": stage_slips(psi, gpus, card, activation_bytes(shape, recompute), stage),
         "gb_per_gpu": [("ignored-activations", in_gb(state(psi, gpus, stage))), ("gib-for-gb", in_gib(need))],
     }
     return values, slips
+
+
+def stage_slips(psi: int, gpus: int, card: int, act: int, stage: Stage) -> list:
+    """Each other stage as a slip that names its own numbers: too big for the card, or not the lowest."""
+    alone = next(s for s in Stage if state(psi, gpus, s) <= card)  # fits if the activations are forgotten
+    out = []
+    for other in sorted(Stage, key=lambda s: s != alone):  # that slip first: it is the likeliest
+        held = state(psi, gpus, other)
+        if other < stage:
+            why = (
+                f"{other.label} needs {gb(held)} of model state plus {gb(act)} of activations = "
+                f"{gb(held + act)} per GPU, which does not fit in {gb(card)}"
+            )
+            key = "ignored-activations" if other == alone else "does-not-fit"
+            out.append((key, other, why + (": the activations count too" if other == alone else "")))
+        elif other > stage:
+            lowest = f"{stage.label} is lower and fits: {gb(state(psi, gpus, stage) + act)} ≤ {gb(card)}"
+            out.append(("not-the-lowest", other, f"{other.label} fits too, but {lowest}"))
+    return out
 
 
 def _working(shape: Transformer, gpus: int, card: int) -> str:

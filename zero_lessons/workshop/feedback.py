@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from html import escape
 
 from .. import units
 from ..stages import as_stage
@@ -17,6 +18,14 @@ from .model import Part, Question, canonical
 
 #: Words for a part's mark; the sheet and the grader use the same two.
 RIGHT, NOT_YET = "right", "not yet"
+#: A part left as None: greeted neutrally, neither right nor wrong.
+UNANSWERED = "not answered yet"
+#: The headline's first words and its colour, by state: words and colour both, never an emoji alone.
+HEADS = {
+    "correct": ("Correct.", "#1a7f37"),
+    "not yet": ("Not yet:", "#b42318"),
+    "unanswered": ("Not answered yet:", "#57606a"),
+}
 _YES = {"yes", "y", "true"}
 _NO = {"no", "n", "false"}
 _SUFFIX = {
@@ -112,19 +121,37 @@ class Feedback:
         return sum(m.right for m in self.marks), len(self.marks)
 
     @property
+    def state(self) -> str:
+        """ "correct", "unanswered" (no part answered yet) or "not yet"."""
+        if self.correct:
+            return "correct"
+        if self.problem is None and not any(m.answered for m in self.marks):
+            return "unanswered"
+        return "not yet"
+
+    @property
     def slips(self) -> tuple[str, ...]:
         """The recognised slips, as "part: slip-key"."""
         return tuple(f"{m.part}: {m.slip}" for m in self.marks if m.slip)
 
+    def headline(self) -> str:
+        """One sentence that says, in words, where the answer stands: "Correct. ...", "Not yet: ..." or
+        "Not answered yet: ..."."""
+        right, total = self.score
+        blank = sum(not m.answered for m in self.marks)
+        said = {
+            "correct": f"All {total} parts are right",
+            "unanswered": "replace each None in the answer cell with your answer, then run it and this cell",
+            "not yet": f"{right} of {total} parts right" + (f", {blank} not answered yet" if blank else ""),
+        }[self.state]
+        return f"{HEADS[self.state][0]} {said} ({self.question}, seed {self.seed})."
+
     def lines(self) -> list[str]:
         """The feedback as lines of text: a headline, then one line per part."""
-        right, total = self.score
-        head = f"{self.question} (seed {self.seed}): " + (
-            RIGHT + f", all {total} parts." if self.correct else f"{NOT_YET}, {right} of {total} parts right."
-        )
         body = [f"  {self.problem}"] if self.problem else [f"  {m.part}: {m.message}" for m in self.marks]
+        body = [] if self.state == "unanswered" else body  # the sheet already lists what to give
         tail = [f"  Note: {self.note}"] if self.note else []
-        return [head, *body, *tail, *([f"Working: {self.working}"] if self.working else [])]
+        return [self.headline(), *body, *tail, *([f"Working: {self.working}"] if self.working else [])]
 
     def __repr__(self) -> str:
         return "\n".join(self.lines())
@@ -133,13 +160,30 @@ class Feedback:
         head, *rest = self.lines()
         return "\n".join([f"**{head}**", "", *(f"- {line.strip()}" for line in rest)])
 
+    def _repr_html_(self) -> str:
+        """The headline in its state's colour beside a bar of that colour, and each part's mark in words."""
+        return box(self.state, self.headline(), [line.strip() for line in self.lines()[1:]])
+
+
+def box(state: str, text: str, items=()) -> str:
+    """HTML for feedback: `text`, whose first words (HEADS) are bold in `state`'s colour beside a bar of
+    that colour, then `items` as a list. Words and colour both say the state, so neither is needed alone."""
+    words, colour = HEADS[state]
+    rest = escape(text.removeprefix(words))
+    listed = "".join(f"<li>{escape(item)}</li>" for item in items)
+    return (
+        f'<div class="zero-feedback zero-feedback-{state.replace(" ", "-")}" '
+        f'style="border-left: 4px solid {colour}; padding: 0.2em 0.8em">'
+        f'<p style="margin: 0.2em 0"><strong style="color: {colour}">{escape(words)}</strong>{rest}</p>'
+        + (f'<ul style="margin: 0.2em 0">{listed}</ul>' if listed else "")
+        + "</div>"
+    )
+
 
 def _mark(part: Part, raw) -> Mark:
     """One part's mark: right, a recognised slip, or the rule it rests on."""
     if raw is None:
-        return Mark(
-            part.name, False, f"{NOT_YET}: no answer yet (replace None). Give {part.ask}.", answered=False
-        )
+        return Mark(part.name, False, f"{UNANSWERED}: give {part.ask}.", answered=False)
     try:
         value = read(part, raw)
     except (ValueError, TypeError) as err:

@@ -1,18 +1,15 @@
 """Grading a folder of completed sheets without running any of it: answer cells are read as data.
 
-Each notebook is read with nbformat, never executed. Only code cells tagged "answer" are looked at,
-and each must hold one plain value, or one `answer = value` assignment, which `ast.literal_eval`
-reads: numbers, text, True/False/None, lists and dicts, and nothing that runs. A file that is too
-big, not a notebook, or not in the key is refused with a message for that file alone; an answer
-cell that holds code is marked "unreadable" for that question alone.
+Each notebook is read by `submission` as plain JSON and never executed; its answer cells are marked
+"right", "not yet", "blank" or "unreadable" (a cell that holds code). A file that is too big, not a
+notebook, not in the key or for another seed is refused with a message for that file alone. The report
+is a CSV of attendee × question and a per-question summary: how many got it right, the most common slip.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import io
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -22,58 +19,12 @@ from pathlib import Path
 from .feedback import NOT_YET, RIGHT, assess
 from .model import Question
 from .sheets import ATTENDEE, KEY_FORMAT, KEY_VERSION, QUESTIONS, question
+from .submission import MAX_FILE_BYTES, Refused, literal, read_json, read_submission
 
-MAX_FILE_BYTES = 2 * 2**20  #: a filled-in sheet is about 50 kB; anything past 2 MiB is refused unread
-MAX_ANSWER_CHARS = 4000  #: longest answer cell read
+__all__ = ["MAX_FILE_BYTES", "Refused", "grade", "literal", "load_key", "write"]
+
 MAX_FILES = 2000  #: most notebooks graded in one run
 BLANK, UNREADABLE = "blank", "unreadable"
-
-
-class Refused(ValueError):
-    """A submission, or one answer cell, that cannot be graded; the message says why."""
-
-
-def literal(source: str):
-    """The value an answer cell holds: one literal, or one `name = literal` assignment. Nothing is run."""
-    if not isinstance(source, str):
-        raise Refused("the answer cell holds no text")
-    if len(source) > MAX_ANSWER_CHARS:
-        raise Refused(
-            f"the answer cell has {len(source):,} characters; at most {MAX_ANSWER_CHARS:,} are read"
-        )
-    try:
-        body = ast.parse(source).body
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
-        raise Refused(f"the answer cell is not valid Python ({type(err).__name__})") from None
-    if len(body) != 1:
-        raise Refused(f"the answer cell must hold one statement, answer = {{...}}; it holds {len(body)}")
-    node = body[0]
-    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-        node = node.value
-    elif isinstance(node, ast.Expr):
-        node = node.value
-    else:
-        raise Refused(f"the answer cell must be answer = {{...}}, not a {type(node).__name__} statement")
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise Refused(
-            "the answer cell holds code, not plain values: only numbers, text, True/False/None, "
-            "lists and dicts are read"
-        ) from None
-
-
-def _read_json(path: Path, what: str):
-    """A JSON file of at most MAX_FILE_BYTES, or Refused naming `what`."""
-    if path.is_symlink() or not path.is_file():
-        raise Refused(f"{what} is not a plain file")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise Refused(f"{what} has {size:,} bytes; at most {MAX_FILE_BYTES:,} are read")
-    try:
-        return json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise Refused(f"{what} is not valid JSON ({type(err).__name__})") from None
 
 
 def load_key(key) -> tuple[tuple[str, ...], dict[str, int]]:
@@ -85,11 +36,14 @@ def load_key(key) -> tuple[tuple[str, ...], dict[str, int]]:
         )
     if not isinstance(key, dict):
         try:
-            key = _read_json(Path(key), f"key {Path(key).name}")
+            key = read_json(Path(key), f"key {Path(key).name}")
         except Refused as err:
             raise ValueError(f"key: {err}") from None
     if not isinstance(key, dict) or key.get("format") != KEY_FORMAT or key.get("version") != KEY_VERSION:
-        raise ValueError(f"key: not a {KEY_FORMAT!r} of version {KEY_VERSION}; make one with answer_key()")
+        raise ValueError(
+            f"key: not a {KEY_FORMAT!r} of version {KEY_VERSION}; make one with "
+            "`zero-lessons workshop --students N --key FILE` or answer_key()"
+        )
     ids = key.get("questions")
     if not isinstance(ids, list) or not ids or any(q not in QUESTIONS for q in ids):
         raise ValueError(f"key: questions must be a list of ids from {', '.join(QUESTIONS)}")
@@ -105,35 +59,6 @@ def load_key(key) -> tuple[tuple[str, ...], dict[str, int]]:
             )
         seeds[name] = seed
     return tuple(ids), seeds
-
-
-def read_submission(path: Path, ids) -> tuple[str, dict[str, str]]:
-    """The attendee's id (from the notebook's metadata, else the file name) and each answer cell's text."""
-    import nbformat
-
-    data = _read_json(path, "the file")
-    try:
-        book = nbformat.from_dict(data)
-        nbformat.validate(book)
-        if book.nbformat != 4:
-            raise ValueError(f"nbformat {book.nbformat}")
-    except Exception as err:  # a hostile file must never stop the run: whatever nbformat raises, refuse it
-        raise Refused(f"not a Jupyter notebook of format 4 ({type(err).__name__})") from None
-    meta = book.metadata.get("workshop")
-    attendee = meta.get("attendee") if isinstance(meta, dict) else None
-    attendee = attendee if isinstance(attendee, str) and re.fullmatch(ATTENDEE, attendee) else path.stem
-    answers: dict[str, str] = {}
-    for cell in book.cells:
-        tags, meta = cell.metadata.get("tags", []), cell.metadata.get("workshop")
-        qid = meta.get("question") if isinstance(meta, dict) else None
-        if cell.cell_type == "code" and "answer" in tags and qid in ids and qid not in answers:
-            lines = cell.source  # on disk, a cell's text may be a list of lines
-            answers[qid] = (
-                "".join(lines)
-                if isinstance(lines, list) and all(isinstance(x, str) for x in lines)
-                else lines
-            )
-    return attendee, answers
 
 
 @dataclass(frozen=True)
@@ -175,9 +100,14 @@ def _grade_file(path: Path, ids, seeds: dict[str, int], seen: dict[str, str]) ->
         path.name if re.fullmatch(ATTENDEE, path.name) else re.sub(r"[^A-Za-z0-9_.-]", "?", path.name)[:60]
     )
     try:
-        attendee, answers = read_submission(path, ids)
+        attendee, answers, seed = read_submission(path, ids)
         if attendee not in seeds:
             raise Refused(f"attendee {attendee!r} is not in the key")
+        if seed is not None and seed != seeds[attendee]:
+            raise Refused(
+                f"the sheet's SEED is {str(seed)[:20]}, but the key gives {attendee} seed {seeds[attendee]}: "
+                f"its answers are for another variant"
+            )
         if attendee in seen:
             raise Refused(f"{attendee} was already graded from {seen[attendee]}")
     except Refused as err:

@@ -118,6 +118,7 @@ def _answers(shape: Transformer, gpus: int, card: int, host: int) -> tuple[dict,
     )
     slips = {
         "stage3_gb": [("gib-for-gb", in_gib(state3))],
+        "stage": stage_slips(psi, act, card, host, gpus, stage),
         "offload": [("more-than-needed", "optimizer+parameters")],
         "host_gb": [("per-gpu-not-node", in_gb(paper / gpus)), ("gib-for-gb", in_gib(paper))],
         "deepspeed_host_gib": [
@@ -128,6 +129,17 @@ def _answers(shape: Transformer, gpus: int, card: int, host: int) -> tuple[dict,
         "deepspeed_fits": [] if ds_host <= host else [("paper-count-only", True)],
     }
     return values, slips
+
+
+def stage_slips(psi: int, act: int, card: int, host: int, gpus: int, stage: Stage) -> list:
+    """The other stage as a slip that names ZeRO-2's numbers: it does not fit, or it already does."""
+    two = offload.plans(Setup(psi, gpus), act, gpus)[0]  # ZeRO-2 with the optimizer offloaded
+    said = f"ZeRO-2 with the optimizer offloaded keeps {gb(two.gpu)} per GPU (activations included)"
+    if stage == Stage.ZERO2:
+        return [("not-the-least", 3, f"{said} and {gb(two.host)} on the host: it fits, so take the least")]
+    if two.gpu > card:
+        return [("does-not-fit", 2, f"{said}, which does not fit in {gb(card)}")]
+    return [("does-not-fit", 2, f"ZeRO-2 puts {gb(two.host)} on the host, more than the node's {gb(host)}")]
 
 
 def _working(shape: Transformer, gpus: int, card: int, host: int) -> str:

@@ -69,9 +69,16 @@ def predicted(mode: str, gpus: int, rank: int, widths: tuple[int, ...] | None = 
     return from_lab(mode, gpus, rank, runner.PREDICTIONS[setting.framework](setting, gpus, rank, model))
 
 
-def measure(mode: str, gpus: int, rank: int, timeout: float = 120) -> Record:
-    """Run the lab for one setting on `gpus` ranks (CPU, a few seconds) and read rank `rank`'s measurement."""
+def measure_many(cases, timeout: float = 120) -> dict[tuple[str, int, int], Record]:
+    """Run the lab once per rank count for every (setting, ranks, rank) case, all settings of one rank
+    count in the same ranks: their start-up (importing torch and DeepSpeed) is paid once, not per case."""
     from .. import lab
 
-    results, _ = lab.run(ranks=(gpus,), modes=(mode,), timeout=timeout)
-    return from_lab(mode, gpus, rank, results.get(mode, gpus, rank).measured)
+    out = {}
+    for gpus in sorted({case[1] for case in cases}):
+        modes = tuple(sorted({mode for mode, world, _ in cases if world == gpus}))
+        results, _ = lab.run(ranks=(gpus,), modes=modes, timeout=timeout)
+        for mode, world, rank in cases:
+            if world == gpus:
+                out[mode, world, rank] = from_lab(mode, world, rank, results.get(mode, world, rank).measured)
+    return out

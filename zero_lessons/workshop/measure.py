@@ -2,7 +2,7 @@
 
 The attendee predicts, for the lab's small model under one framework setting, the bytes their rank
 holds by kind of state and the elements each collective moves in one steady-state step. `check`
-grades the prediction against the package's lab predictions; after a lab run (`run_case`),
+grades the prediction against the package's lab predictions; after a lab run (`run_cases`),
 `compare` grades it against the measurement and says whether the package predicted it right.
 """
 
@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from .. import communication, memory
 from .feedback import Feedback, assess
-from .lab_link import COLLECTIVES, FIELDS, Record, lab_mode, lab_model, measure, predicted
+from .lab_link import COLLECTIVES, FIELDS, Record, lab_mode, lab_model, measure_many, predicted
 from .model import Question, Spec, parts, rng
 
 #: The exercises: title, the settings an attendee may draw, and the collectives asked about.
@@ -219,9 +219,11 @@ def case(question: Question) -> tuple[str, int, int]:
     return given["mode"], given["gpus"], given["rank"]
 
 
-def run_case(question: Question, timeout: float = 120) -> Record:
-    """Run the lab for just this variant's case and return the attendee's rank's measurement."""
-    return measure(*case(question), timeout=timeout)
+def run_cases(questions, timeout: float = 120) -> dict[str, Record]:
+    """Run the lab for several variants' cases at once (one set of ranks per rank count), by question id."""
+    cases = {q.id: case(q) for q in questions}
+    found = measure_many(tuple(cases.values()), timeout)
+    return {qid: found[c] for qid, c in cases.items()}
 
 
 def compare(question: Question, answer, measured: Record) -> Feedback:

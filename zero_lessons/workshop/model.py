@@ -64,8 +64,8 @@ class Spec:
 def parts(specs: tuple[Spec, ...], values: dict, slips: dict, texts: dict, also: dict | None = None) -> tuple:
     """One variant's parts: each spec with its answer from `values` and its slips from `slips`.
 
-    `slips` maps a part's name to (key, value) pairs; each key's explanation comes from `texts`,
-    else from COMMON.
+    `slips` maps a part's name to (key, value) pairs, or (key, value, why) when the explanation
+    names this variant's numbers; else each key's explanation comes from `texts`, else from COMMON.
     """
     also = also or {}
     return tuple(
@@ -78,7 +78,10 @@ def parts(specs: tuple[Spec, ...], values: dict, slips: dict, texts: dict, also:
             s.unit,
             exact=s.exact,
             also=also.get(s.name, ()),
-            slips=tuple(slip(key, value, texts.get(key)) for key, value in slips.get(s.name, ())),
+            slips=tuple(
+                slip(key, value, why[0] if why else texts.get(key))
+                for key, value, *why in slips.get(s.name, ())
+            ),
         )
         for s in specs
     )
@@ -157,7 +160,7 @@ def _plain_number(value: Fraction) -> int | float:
     return int(value) if value.denominator == 1 else float(f"{float(value):.6g}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Question:
     """One variant of a question: the text an attendee reads, its parts, and the worked solution."""
 
@@ -184,6 +187,16 @@ class Question:
     def blank(self) -> dict:
         """The answer dict an attendee starts from: every part None."""
         return {p.name: None for p in self.parts}
+
+    def markdown(self) -> str:
+        """The situation and one line per part to give, as Markdown (the sheet adds the title)."""
+        return f"{self.prompt}\n\nGive:\n\n" + "\n".join(f"- `{p.name}`: {p.ask}" for p in self.parts)
+
+    def __repr__(self) -> str:
+        return self.markdown()
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
 
 
 def rng(question_id: str, seed: int) -> random.Random:

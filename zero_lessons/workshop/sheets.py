@@ -7,7 +7,7 @@ that attendee's own variant; `answer_key(30)` gives every attendee a seed and li
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
 
 from .. import checks
@@ -80,6 +80,8 @@ class Sheet:
     seed: int  #: the attendee's seed
     questions: tuple[Question, ...]  #: in order
     attendee: str = ""  #: the attendee's id, when the instructor gave one
+    #: the lab's measurements of this sheet's predict-then-measure cases, by question id, once run
+    measured: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getitem__(self, qid: str) -> Question:
         for q in self.questions:
@@ -92,10 +94,15 @@ class Sheet:
         return assess(self[qid], answer, show_working=show_working)
 
     def measure(self, qid: str, answer, *, timeout: float = 120) -> Feedback:
-        """Run the lab for this sheet's case `qid` and grade `answer` against what it measured."""
+        """Grade `answer` against the lab's measurement of this sheet's case `qid`. The first call runs the
+        lab once for all of the sheet's predict-then-measure cases (their settings share the ranks); later
+        calls grade against those same measurements."""
         if qid not in measure.FAMILIES:
             raise ValueError(f"question must be one of {', '.join(measure.FAMILIES)}, got {qid!r}")
-        return measure.compare(self[qid], answer, measure.run_case(self[qid], timeout))
+        if qid not in self.measured:
+            cases = [q for q in self.questions if q.id in measure.FAMILIES]
+            self.measured.update(measure.run_cases(cases, timeout))
+        return measure.compare(self[qid], answer, self.measured[qid])
 
     def markdown(self) -> str:
         """The whole sheet as Markdown: each question's situation and what to give."""
@@ -111,8 +118,7 @@ class Sheet:
 
 def question_markdown(q: Question, number: int) -> str:
     """One question as Markdown: title, situation, and one line per part."""
-    asks = "\n".join(f"- `{p.name}`: {p.ask}" for p in q.parts)
-    return f"## {number}. {q.title}\n\n{q.prompt}\n\nGive:\n\n{asks}"
+    return f"## {number}. {q.title}\n\n{q.markdown()}"
 
 
 def sheet(seed: int, *, only=None, attendee: str = "") -> Sheet:
@@ -152,7 +158,7 @@ def answer_key(students: int, *, seed: int = 0, only=None) -> dict:
 def _cells(q: Question, n: int, v4) -> list:
     """One question's cells: its text, its answer cell (tagged "answer"), a check, and a lab run if any."""
     answer = "answer = {\n" + "".join(f"    {p.name!r}: None,  # {p.ask}\n" for p in q.parts) + "}"
-    tagged = {"tags": ["answer"], "workshop": {"question": q.id}}
+    tagged = {"tags": ["answer", f"question:{q.id}"], "workshop": {"question": q.id}}
     cells = [
         v4.new_markdown_cell(question_markdown(q, n), id=f"{q.id}-text"),
         v4.new_code_cell(answer, metadata=tagged, id=f"{q.id}-answer"),
@@ -175,8 +181,13 @@ def notebook(one: Sheet):
         'yet" and says why. Only the answer cells are collected, as plain values: write numbers, text, True '
         "or False."
     )
-    setup = f"from zero_lessons.workshop import sheet\n\nmy = sheet({one.seed})"
-    cells = [v4.new_markdown_cell(intro, id="intro"), v4.new_code_cell(setup, id="setup")]
+    seed = f"SEED = {one.seed}  # your seed: the grader checks it against the key"
+    setup = "from zero_lessons.workshop import sheet\n\nmy = sheet(SEED)"
+    cells = [
+        v4.new_markdown_cell(intro, id="intro"),
+        v4.new_code_cell(seed, metadata={"tags": ["seed"]}, id="seed"),
+        v4.new_code_cell(setup, id="setup"),
+    ]
     for n, q in enumerate(one.questions, 1):
         cells += _cells(q, n, v4)
     book = v4.new_notebook(cells=cells)
