@@ -19,9 +19,13 @@ help:
 lab: $(VENV)/.lessons
 	$(BIN)/jupyter lab notebooks/
 
+# A closed tab's kernel is not shut down (Voila's shutdown request on unload is refused), so the server
+# culls every kernel that has had no client and no activity for ten minutes, checking once a minute.
+VOILA_CULL := --MappingKernelManager.cull_idle_timeout=600 --MappingKernelManager.cull_interval=60
+
 ## voila: serve the explorer as a standalone dashboard (no CDN needed: see share/jupyter/voila)
 voila: $(VENV)/.lessons
-	JUPYTER_PATH=$(CURDIR)/share/jupyter $(BIN)/voila --template=zero-offline notebooks/05_explorer.ipynb
+	JUPYTER_PATH=$(CURDIR)/share/jupyter $(BIN)/voila --template=zero-offline $(VOILA_CULL) notebooks/05_explorer.ipynb
 
 ## test: set up and run everything: lint, then every test (unit, property, CLI, lab, browser, book, notebooks)
 test: system-deps $(VENV)/.tests lint
@@ -60,6 +64,7 @@ bench: $(VENV)/.tests
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/notebook_times.py
 	$(BIN)/python benchmarks/widget_latency.py
+	$(BIN)/python benchmarks/step_latency.py
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)

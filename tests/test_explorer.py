@@ -99,3 +99,23 @@ def test_scaling_curve_is_the_memory_model():
         re.search(rf"data-series='{s.label}' points='[\d.]+,{first_y}", plot_scaling(view)) for s in Stage
     )
     assert per_gpu(7_500_000_000, 1, 3, recipes.MEGATRON_18).total == 135 * GB
+
+
+def test_axis_ticks_never_mix_exponents_with_plain_numbers():
+    for params, gpus in ((7_500_000_000, 8), (175 * 10**9, 1024), (10**8, 1)):
+        view = compute_view(Settings(params=params, gpus=gpus))
+        for chart in (plot_memory_bars(view), plot_scaling(view), plot_comm(view)):
+            labels = re.findall(r"fill='#555'>([^<]*)</text>", chart)
+            assert labels and not [t for t in labels if "e+" in t or "e-" in t], labels
+    scaling = plot_scaling(compute_view(Settings()))
+    assert "1,000" in re.findall(r"fill='#555'>([^<]*)</text>", scaling)  # the GPU axis reaches 4,096
+
+
+def test_comm_table_shows_short_times_in_milliseconds_with_aligned_columns():
+    # 7.5B on 8 GPUs in bf16: stages 0-2 send 2 x 7.5e9 x 7/8 x 2 B = 26.25 GB, stage 3 sends 39.375 GB
+    fast = comm_html(compute_view(Settings(bandwidth=Fraction(900 * GB))))
+    assert fast.count(">29.167 ms<") == 3 and ">43.75 ms<" in fast and "0.0" not in fast  # at 900 GB/s
+    assert ">3.15 s<" in comm_html(compute_view(Settings()))  # 39.375 GB at 100 Gb/s = 12.5 GB/s
+    cells = re.findall(r"<td style='([^']*)'>", fast)
+    assert len(cells) == 20 and all("padding:3px 10px" in c for c in cells)  # columns never run together
+    assert ["left" in c for c in cells[:5]] == [True, False, False, False, False]  # text left, numbers right

@@ -7,7 +7,14 @@ import pytest
 
 from zero_lessons import units
 from zero_lessons.explorer import Explorer
-from zero_lessons.explorer.views import PRESETS, Settings, advice_html, compute_view, plot_memory_bars
+from zero_lessons.explorer.views import (
+    PRESETS,
+    SUMMARY,
+    Settings,
+    advice_html,
+    compute_view,
+    plot_memory_bars,
+)
 
 
 def shown_matches_model(app: Explorer) -> None:
@@ -142,3 +149,27 @@ def test_slider_snapping_in_the_browser_does_not_change_the_model():
     assert app.view.settings.params == 7_500_000_000 and app.params_text.value == "7.5B"
     app.params_slider.value = 10**9.9  # two steps away: a real move
     assert app.view.settings.params == 7_940_000_000
+
+
+def test_a_page_without_widgets_shows_a_summary_not_the_repr():
+    bundle = Explorer()._repr_mimebundle_()
+    assert bundle["text/plain"] == SUMMARY and "VBox" not in bundle["text/plain"]
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_each_error_sits_under_its_own_box_in_a_fixed_width():
+    app = Explorer()
+    boxes = {"params": app.params_text, "gpu_memory": app.gpu_memory, "bandwidth": app.bandwidth}
+    for key, box in boxes.items():
+        model, training = app.widget.children[1].children
+        holder = next(v for v in model.children + training.children if box in getattr(v, "children", ()))
+        assert holder.children == (box, app.errors[key])  # the control, then its own error area under it
+        assert app.errors[key].layout.width == box.layout.width == "360px"
+
+
+def test_presets_show_their_size_readably_and_exactly():
+    app = Explorer()
+    app.preset.value = "GPT-2 XL (1.56 B) on 4 × 16 GB"
+    assert app.params_text.value == "1,557,611,200" and app.view.settings.params == 1_557_611_200
+    app.preset.value = "The article: 7.5 B on 8 × 80 GB"
+    assert app.params_text.value == "7.5B"

@@ -90,8 +90,13 @@ def read_decimal(text: str, *, field: str, forms: str) -> Fraction:
 
 
 def parse_count(text: str, *, field: str = "params") -> int:
-    """Read a human parameter count such as "7.5B" or "175 billion" as an exact int."""
-    match = re.fullmatch(_COUNT, _text(field, text, COUNT_FORMS), re.ASCII)
+    """Read a human parameter count such as "7.5B", "175 billion" or "1,557,611,200" as an exact int."""
+    text = _text(field, text, COUNT_FORMS)
+    if re.fullmatch(
+        r"[0-9]{1,3}(?:,[0-9]{3})+", text, re.ASCII
+    ):  # thousands grouped as format_count_exact writes
+        text = text.replace(",", "")
+    match = re.fullmatch(_COUNT, text, re.ASCII)
     word = match["word"].lower() if match else ""
     if not match or word not in _COUNT_WORDS:
         raise ValueError(
@@ -227,6 +232,21 @@ def format_count(count: int, digits: int = 3) -> str:
         if count >= size:
             return f"{format_number(Fraction(count, size), digits)}{word}"
     return str(count)
+
+
+def format_count_exact(count: int) -> str:
+    """A count that reads back exactly: "7.5B" when three decimals say it all, else "1,557,611,200"."""
+    short = format_count(count)
+    return short if parse_count(short) == count else f"{count:,}"
+
+
+def format_duration(seconds: Fraction | int) -> str:
+    """Show a time in the unit that keeps it ≥ 1 where it can: "3.15 s", "5 ms", "12.5 µs", "0 s"."""
+    seconds = checks.exact("seconds", seconds, digits=None)
+    for name, size in (("s", 1), ("ms", Fraction(1, 10**3)), ("µs", Fraction(1, 10**6))):
+        if seconds >= size:
+            return f"{format_number(seconds / size)} {name}"
+    return f"{format_number(seconds * 10**9)} ns" if seconds else "0 s"
 
 
 def format_rate(rate: Fraction | int) -> str:

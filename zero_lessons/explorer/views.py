@@ -23,6 +23,19 @@ from ..stages import Stage
 #: GPU counts the slider stops at: powers of two and three times powers of two, 1 to 4,096.
 GPU_STEPS = tuple(sorted({m * 2**k for k in range(13) for m in (1, 3) if m * 2**k <= 4096}))
 
+#: Shown only where the page has no kernel: the book's stylesheet turns it on (book/zero.css).
+STATIC_NOTE = (
+    "<div class='zero-static-note' style='display:none'><b>Static snapshot</b>: these controls are "
+    "saved, not live, so changing them does nothing here. Run the lesson with <code>make lab</code> "
+    "or <code>make voila</code> to use them.</div>"
+)
+#: What a page that cannot draw the widgets shows instead of the widget's repr (text/plain).
+SUMMARY = (
+    "The ZeRO explorer: live controls for model size, GPUs, recipe, memory per GPU and link, "
+    "with the table, charts and advice they drive. Its controls need a running Python kernel: "
+    "run the notebook (make lab) or serve the dashboard (make voila)."
+)
+
 
 @dataclass(frozen=True)
 class Settings:

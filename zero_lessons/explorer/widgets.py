@@ -18,10 +18,18 @@ from .. import checks, communication, recipes, units
 from ..inputs import CUSTOM, FIELDS
 from . import views
 
-_ERROR = "<span class='zero-error' style='color:#b00020'>{}</span>"
+_ERROR = "<div class='zero-error' style='color:#b00020;white-space:normal;line-height:1.3'>{}</div>"
+#: Every control, and the error area under it, has this width: an error never widens a column.
+_WIDTH = "360px"
 #: The text boxes read through `inputs.FIELDS`, by field name, besides the three custom byte counts.
 _TYPED = ("params", "gpus", "gpu_memory", "bandwidth")
 _PICK = "choose a case…"
+
+
+def _label(text: str) -> w.HTML:
+    """A control's name in the 110 px column where every description sits, aligned right as theirs are."""
+    html = f"<div style='text-align:right;padding-right:8px'>{escape(text)}</div>"
+    return w.HTML(html, layout=w.Layout(width="110px", min_width="110px"))
 
 
 def _round3(value: float) -> int:
@@ -42,9 +50,12 @@ class Explorer:
         self._syncing = False
         self._make_model_controls(settings)
         self._make_training_controls(settings)
-        self.errors = {k: w.HTML() for k in (*_TYPED, *CUSTOM)}
-        self.status, self.verdict, self.table, self.comm_table = w.HTML(), w.HTML(), w.HTML(), w.HTML()
-        self.bars, self.scaling, self.comm_chart, self.advice = w.HTML(), w.HTML(), w.HTML(), w.HTML()
+        self.errors = {k: w.HTML(layout=w.Layout(width=_WIDTH, max_width="100%")) for k in (*_TYPED, *CUSTOM)}
+        self.note = w.HTML(views.STATIC_NOTE)
+        scroll = w.Layout(overflow="auto", max_width="100%")  # a table wider than a phone scrolls in its box
+        self.table, self.comm_table = w.HTML(layout=scroll), w.HTML(layout=scroll)
+        self.status, self.verdict, self.advice = w.HTML(), w.HTML(), w.HTML()
+        self.bars, self.scaling, self.comm_chart = w.HTML(), w.HTML(), w.HTML()
         self.view: views.View | None = None
         self.params_slider.observe(self._slid_params, "value")
         self.gpus_slider.observe(self._slid_gpus, "value")
@@ -61,7 +72,7 @@ class Explorer:
             value=s.params, base=10, min=8, max=15, step=0.01, readout=False, description="model size"
         )
         self.params_text = w.Text(
-            units.format_count(s.params, digits=12), description="params", continuous_update=False
+            units.format_count_exact(s.params), description="params", continuous_update=False
         )
         self.gpus_slider = w.SelectionSlider(
             options=views.GPU_STEPS, value=_nearest_step(s.gpus), readout=False, description="GPUs"
@@ -85,7 +96,9 @@ class Explorer:
             k: w.Text(str(getattr(s.recipe, k)), description=k.replace("_", " "), continuous_update=False)
             for k in CUSTOM
         }
-        self.unit = w.ToggleButtons(options=["GB", "GiB"], value=s.unit, description="unit")
+        # its label is a separate box: a ToggleButtons' own description sits above its buttons
+        self.unit = w.ToggleButtons(options=["GB", "GiB"], value=s.unit, tooltips=["10**9 B", "2**30 B"])
+        self.unit.style.button_width = "70px"
         self.dtype = w.Dropdown(options=list(communication.DTYPES), value=s.dtype, description="sent as")
         self.bandwidth = w.Text(
             f"{units.format_number(s.bandwidth * 8 / 10**9, 12)} Gb/s",
@@ -107,31 +120,8 @@ class Explorer:
         )
 
     def _layout(self) -> w.Widget:
-        """Controls on the left with their inline messages; views on the right."""
-        row = lambda control, key=None: w.HBox([control, self.errors[key]] if key else [control])  # noqa: E731
-        for control in (self.preset, self.params_slider, self.gpus_slider, *self._read_controls()):
-            control.style.description_width = "110px"
-        model = w.VBox(
-            [
-                self.preset,
-                self.params_slider,
-                row(self.params_text, "params"),
-                self.gpus_slider,
-                row(self.gpus_text, "gpus"),
-                row(self.gpu_memory, "gpu_memory"),
-            ]
-        )
-        training = w.VBox(
-            [
-                self.recipe,
-                *(row(self.custom[k], k) for k in CUSTOM),
-                self.unit,
-                self.dtype,
-                row(self.bandwidth, "bandwidth"),
-            ]
-        )
-        # charts sit side by side where there is room, stacked where not
-        wrap = w.Layout(flex_flow="row wrap")
+        """The static-page note, two columns of controls, then the views."""
+        wrap = w.Layout(flex_flow="row wrap")  # columns and charts side by side where there is room
         views = w.VBox(
             [
                 self.verdict,
@@ -142,12 +132,48 @@ class Explorer:
                 w.HBox([self.comm_chart, self.comm_table], layout=wrap),
             ]
         )
-        app = w.VBox([w.HBox([model, training]), views], layout=w.Layout(width="100%"))
+        app = w.VBox([self.note, w.HBox(self._columns(), layout=wrap), views], layout=w.Layout(width="100%"))
         app.add_class("zero-explorer")
         return app
 
+    def _columns(self) -> list[w.Widget]:
+        """Two fixed-width columns of controls, each text box with its error area under it."""
+        for control in (self.preset, self.params_slider, self.gpus_slider, *self._read_controls()):
+            control.style.description_width = "110px"
+            control.layout.width, control.layout.max_width = _WIDTH, "100%"  # narrower only on a phone
+        self.unit.layout.width = "240px"
+        row = lambda control, key: w.VBox([control, self.errors[key]])  # noqa: E731
+        column = w.Layout(width="380px", max_width="100%")
+        model = w.VBox(
+            [
+                self.preset,
+                self.params_slider,
+                row(self.params_text, "params"),
+                self.gpus_slider,
+                row(self.gpus_text, "gpus"),
+                row(self.gpu_memory, "gpu_memory"),
+            ],
+            layout=column,
+        )
+        training = w.VBox(
+            [
+                self.recipe,
+                *(row(self.custom[k], k) for k in CUSTOM),
+                w.HBox([_label("unit"), self.unit]),
+                self.dtype,
+                row(self.bandwidth, "bandwidth"),
+            ],
+            layout=column,
+        )
+        model.add_class("zero-model-controls")
+        training.add_class("zero-training-controls")
+        return [model, training]
+
     def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        """The widget for a live page; for any page that cannot draw it, a summary instead of the repr."""
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = views.SUMMARY
+        return bundle
 
     def _set_quietly(self, control: w.Widget, value) -> None:
         """Move a paired control without it triggering another update."""
@@ -176,7 +202,7 @@ class Explorer:
             return
         self._syncing = True
         try:
-            self.params_text.value = units.format_count(case["params"], digits=12)
+            self.params_text.value = units.format_count_exact(case["params"])
             self.gpus_text.value = str(case["gpus"])
             self.gpu_memory.value = case["gpu_memory"]
         finally:
@@ -256,11 +282,11 @@ class Explorer:
         return view, [
             (self.verdict, verdict),
             (self.table, view.table.to_html()),
+            (self.advice, views.advice_html(view)),  # in display order: the top of the page settles first
             (self.bars, views.plot_memory_bars(view)),
             (self.scaling, views.plot_scaling(view)),
             (self.comm_chart, views.plot_comm(view)),
             (self.comm_table, views.comm_html(view)),
-            (self.advice, views.advice_html(view)),
         ]
 
     def _sync_sliders(self, settings: views.Settings) -> None:

@@ -22,6 +22,7 @@ def _frame(title: str, ylabel: str, body: list[str]) -> str:
     return "".join(
         [
             f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' class='zero-chart' "
+            f"viewBox='0 0 {WIDTH} {HEIGHT}' style='max-width:100%;height:auto' "
             f"font-family='sans-serif' font-size='11'>",
             f"<text x='{WIDTH / 2}' y='16' text-anchor='middle' font-size='12'>{escape(title)}</text>",
             f"<text transform='translate(12,{TOP + (HEIGHT - TOP - BOTTOM) / 2}) rotate(-90)' "
@@ -63,8 +64,11 @@ def _checked(
 
 
 def _tick(value: float) -> str:
-    """A short axis label: 120, 41.3, 0.5, 1e+03."""
-    return f"{value:.3g}"
+    """A short axis label in one style, never an exponent next to plain numbers: 0.05, 41.3, 120, 10,000."""
+    rounded = float(f"{value:.3g}")
+    if rounded >= 1:
+        return f"{rounded:,.0f}" if rounded == int(rounded) else f"{rounded:.3g}"
+    return f"{rounded:.3g}" if 0 < rounded < 1e-6 else f"{rounded:.6f}".rstrip("0").rstrip(".")
 
 
 def _step(top: float) -> float:
@@ -89,7 +93,7 @@ def bar_chart(
     _checked(categories, series, colours, line, title=title, ylabel=ylabel, line_label=line_label)
     _checked_names(categories, series, labels)
     totals = [sum(values[i] for values in series.values()) for i in range(len(categories))]
-    top = max([*totals, line or 0, 1e-12]) * 1.12
+    top = (max([*totals, line or 0]) or 1) * 1.12  # all zero (one GPU sends nothing): a 0 to 1 axis
     step = _step(top)
     plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - RIGHT
     y = lambda v: TOP + plot_h * (1 - v / top)  # noqa: E731

@@ -89,19 +89,14 @@ class StageTable:
         )
 
     def to_html(self) -> str:
-        """An HTML table; rows that fit in the GPU's memory are marked with class "fits"."""
-        import html  # only notebooks render HTML; the CLI never pays for this import
+        """A styled HTML table; rows that fit in the GPU's memory are shaded and have class "fits"."""
+        from . import html  # only notebooks render HTML; the CLI never pays for this import
 
         head, *body = self.cells()
-        out = [
-            f"<table class='zero-table'><caption>{html.escape(self.title())}</caption>",
-            "<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>",
-        ]
+        out = [html.table_start("zero-table", self.title()), html.table_row(head, left=2, header=True)]
         for row, cells in zip(self.rows, body, strict=True):
-            mark = {True: " class='fits' style='background:#d9f2d9'", False: " class='no-fit'", None: ""}[
-                row.fits
-            ]
-            out.append(f"<tr{mark}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+            mark = {True: " class='fits' style='background:#d9f2d9'", False: " class='no-fit'", None: ""}
+            out.append(html.table_row(cells, left=2, attrs=mark[row.fits]))
         return "\n".join(out + ["</table>"])
 
     _repr_html_ = to_html
