@@ -511,3 +511,13 @@ def test_zero3_keeping_a_weight_can_lower_the_peak():
     assert again.phase("backward layer 1").bytes_of("gathered parameters") == 2 * 2
     assert kept.phase("backward layer 1").bytes_of("gathered parameters") == 2
     assert kept.peak.total < again.peak.total
+
+
+@pytest.mark.parametrize(
+    "framework", [Paper(3), DDP(), DeepSpeed(stage=1), DeepSpeed(stage=2), DeepSpeed(stage=3), FSDP2()]
+)
+def test_every_byte_count_is_exact(framework):
+    """Bytes are ints or Fractions, never floats: Ψ/N on 3 ranks is a Fraction, not 0.333…"""
+    for phase in timeline(PAIR, framework, 3).phases:
+        for part in phase.parts:
+            assert type(part.nbytes) in (int, Fraction), (phase.name, part)

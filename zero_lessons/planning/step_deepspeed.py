@@ -25,7 +25,7 @@ from fractions import Fraction
 from .. import units
 from .step_knobs import DeepSpeed
 from .step_parts import Part
-from .step_rules import FP32, Moments, Parts, Setup, per, span
+from .step_rules import FP32, Moments, Parts, Setup, per, share, span
 
 FP64 = 8  #: bytes of an fp64 element: DeepSpeed takes gradient norms in fp64
 
@@ -121,11 +121,13 @@ def zero12(setup: Setup, fw: DeepSpeed) -> Moments:
         Part("weights", psi * w, f"{fw.label} keeps every weight in one flat buffer: {per(w, psi)}"),
         Part(
             "optimizer",
-            psi * k / n,
+            share(psi * k, n),
             f"fp32 master weights and moments for the 1/{n} partition: {per(k, psi, n)}",
         ),
     )
-    partition = Part("gradients", psi * g / n, f"gradients of this rank's partition only: {per(g, psi, n)}")
+    partition = Part(
+        "gradients", share(psi * g, n), f"gradients of this rank's partition only: {per(g, psi, n)}"
+    )
     base = held + buckets(setup, fw, "allocates, at the first gradient hook,")
     if fw.stage == 2 or fw.overlap_comm:
         backward, reduction = _reduce_in_backward(setup, fw, base, partition)
@@ -133,7 +135,9 @@ def zero12(setup: Setup, fw: DeepSpeed) -> Moments:
         backward, reduction = _reduce_after_backward(setup, fw, base, partition)
     ready = held + (partition,)
     flat = Part(
-        "optimizer temporaries", psi * g / n, f"step() flattens the partition's gradients: {per(g, psi, n)}"
+        "optimizer temporaries",
+        share(psi * g, n),
+        f"step() flattens the partition's gradients: {per(g, psi, n)}",
     )
     cast = Part("fp32 gradients", Fraction(psi * FP32, n), f"step() casts them to fp32: {per(FP32, psi, n)}")
     return Moments(

@@ -16,15 +16,19 @@ from fractions import Fraction
 
 from .step_knobs import FSDP2
 from .step_parts import Part
-from .step_rules import Moments, Parts, Setup, adam_temporary, per, span
+from .step_rules import Moments, Parts, Setup, adam_temporary, per, share, span
 
 
 def fsdp2(setup: Setup, fw: FSDP2) -> Moments:
     """FSDP2, every layer its own group: shards persist, and each layer is gathered around its use."""
     psi, n, layers, w, g, k = setup.model.params, setup.gpus, setup.model.layers, setup.w, setup.g, setup.k
-    weights = Part("weights", psi * w / n, f"FSDP2 keeps a 1/{n} shard of every weight: {per(w, psi, n)}")
-    optimizer = Part("optimizer", psi * k / n, f"optimizer state for the local shards: {per(k, psi, n)}")
-    grads = Part("gradients", psi * g / n, f"sharded gradients, kept until zero_grad: {per(g, psi, n)}")
+    weights = Part(
+        "weights", share(psi * w, n), f"FSDP2 keeps a 1/{n} shard of every weight: {per(w, psi, n)}"
+    )
+    optimizer = Part(
+        "optimizer", share(psi * k, n), f"optimizer state for the local shards: {per(k, psi, n)}"
+    )
+    grads = Part("gradients", share(psi * g, n), f"sharded gradients, kept until zero_grad: {per(g, psi, n)}")
     sharded = (weights, optimizer)
     forward = tuple(sharded + _fsdp_forward(setup, fw, i) for i in range(len(layers)))
     backward = tuple(sharded + _fsdp_backward(setup, fw, i) for i in range(len(layers)))

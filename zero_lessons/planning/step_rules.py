@@ -58,6 +58,11 @@ class Moments:
 
 
 @lru_cache(maxsize=4096)  # the same few sizes recur in every layer; formatting them dominates the run time
+def share(total: int | Fraction, n: int) -> int | Fraction:
+    """`total` bytes split evenly over `n` ranks, exactly: an int where it divides, else a Fraction."""
+    return units.tidy(Fraction(total) / n)
+
+
 def per(nbytes, elements: int, gpus: int = 1) -> str:
     """A reason's arithmetic: "2 B × 201.327M", or "12 B × 7.5B / 8" for one rank's share."""
     text = f"{units.format_number(nbytes)} B × {units.format_count(elements)}"

@@ -17,7 +17,7 @@ from .step_coordinator import Gathered, replay
 from .step_deepspeed import buckets, hook_gradients
 from .step_knobs import DeepSpeed
 from .step_parts import Part
-from .step_rules import FP32, Moments, Parts, Setup, per, span
+from .step_rules import FP32, Moments, Parts, Setup, per, share, span
 
 __all__ = ["Gathered", "replay", "zero3"]
 
@@ -80,7 +80,7 @@ def _pieces(setup: Setup, fw: DeepSpeed) -> Parts:
         f"param_persistence_threshold keeps {len(whole)} tensors of ≤ {fw.param_persistence_threshold:,}"
     )
     return (
-        Part("weights", psi * w / n, f"ZeRO-3 keeps a 1/{n} piece of every weight: {per(w, psi, n)}"),
+        Part("weights", share(psi * w, n), f"ZeRO-3 keeps a 1/{n} piece of every weight: {per(w, psi, n)}"),
         Part(
             "weights",
             sum(whole) * w if n > 1 else 0,
@@ -88,12 +88,12 @@ def _pieces(setup: Setup, fw: DeepSpeed) -> Parts:
         ),
         Part(
             "gradients",
-            psi * g / n,
+            share(psi * g, n),
             f"the gradient partition buffer, allocated at start-up: {per(g, psi, n)}",
         ),
         Part(
             "optimizer",
-            psi * k / n,
+            share(psi * k, n),
             f"fp32 master weights and moments for the 1/{n} partition: {per(k, psi, n)}",
         ),
     )

@@ -1,0 +1,199 @@
+"""The step figure (lesson 09): one panel per setup, bars stacked by kind, measured markers, the model's peak;
+the knob table; and the lab's panels and peaks, built here from the lab's own comparison rows."""
+
+from fractions import Fraction
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+from zero_lessons import memory, units
+from zero_lessons.lab.timeline_compare import Compared, allowances, modelled
+from zero_lessons.lab.timeline_setup import BY_KEY, STEP_NAMES
+from zero_lessons.lab.timeline_view import highest, panels, peaks
+from zero_lessons.planning import DDP, DeepSpeed, activations, layered_model, timeline, transformer_model
+from zero_lessons.planning.step_effects import CHANGES, effects
+from zero_lessons.present.step_figure import KIND_COLOURS, STACK, Panel, plot_step, short_name
+from zero_lessons.present.step_tables import parts_table, peak_table
+from zero_lessons.stages import Stage
+
+matplotlib.use("Agg")
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+TINY = layered_model([(10,), (20,), (30,)], [1, 2, 3])
+# A 7.5 B-class GPT (Ψ ≈ 7.46 B), as lesson 09 closes with.
+SHAPE = activations.Transformer(layers=36, hidden=4096, heads=32, seq_len=2048, micro_batch=1)
+BIG = transformer_model(SHAPE)
+
+
+def fake_rows(gpus: int, extra: int = 0) -> tuple[Compared, ...]:
+    """Comparison rows as the lab makes them, with every rank measuring the model's bytes, plus `extra` off
+    the boundaries on rank 1."""
+    rows = []
+    for key, setup in BY_KEY.items():
+        for phase in modelled(setup, gpus).phases:
+            bump = 0 if phase.kind == "boundary" else extra
+            measured = (phase.total,) + (phase.total + bump,) * (gpus - 1)
+            rows.append(
+                Compared(
+                    key, gpus, phase.name, phase.kind, phase.total, measured, allowances(setup, phase.kind)
+                )
+            )
+    return tuple(rows)
+
+
+def test_one_panel_per_setup_with_its_title_labels_and_peak():
+    shown = panels(fake_rows(2, extra=32), 2)
+    fig = plot_step(shown, "kB", "lab MLP on 2 ranks")
+    axes = fig.axes
+    assert len(axes) == len(STEP_NAMES) == 5
+    for ax, key in zip(axes, STEP_NAMES, strict=True):
+        t = modelled(BY_KEY[key], 2)
+        assert ax.get_title(loc="left") == f"{STEP_NAMES[key]} on 2 ranks"
+        assert [tick.get_text() for tick in ax.get_xticklabels()] == [short_name(p.name) for p in t.phases]
+        (line,) = [a for a in ax.get_lines() if a.get_gid() == "peak"]
+        assert line.get_ydata()[0] == pytest.approx(float(Fraction(t.peak.total) / 1000))
+        assert short_name(t.peak.name) in ax.get_title(loc="right")
+        bands = [p for p in ax.patches if p.get_gid() == "boundary"]
+        assert len(bands) == sum(p.kind == "boundary" for p in t.phases) == 3
+        (marks,) = [a for a in ax.get_lines() if a.get_gid() == "measured"]
+        busiest = [float(Fraction(p.total + (0 if p.kind == "boundary" else 32)) / 1000) for p in t.phases]
+        assert list(marks.get_ydata()) == pytest.approx(busiest)
+        tops = _bar_tops(ax, len(t.phases))
+        assert tops == pytest.approx([float(Fraction(p.total) / 1000) for p in t.phases])
+    ARTIFACTS.mkdir(exist_ok=True)
+    fig.savefig(ARTIFACTS / "step-figure-lab.png", dpi=100)
+
+
+def _bar_tops(ax, count: int) -> list[float]:
+    """The top of each phase's stack of bars, read back from the drawn rectangles."""
+    tops = [0.0] * count
+    for patch in ax.patches:
+        if patch.get_gid() in KIND_COLOURS:
+            i = round(patch.get_x() + patch.get_width() / 2)
+            tops[i] = max(tops[i], patch.get_y() + patch.get_height())
+    return tops
+
+
+def test_the_stack_is_the_models_parts_by_kind():
+    t = timeline(TINY, DeepSpeed(stage=3, param_persistence_threshold=0), 2)
+    heights = Panel("z3", t).heights("B")
+    assert list(heights) == [k for k in STACK if k in heights]  # persistent states first, bottom up
+    for i, phase in enumerate(t.phases):
+        assert sum(row[i] for row in heights.values()) == phase.total
+    assert heights["gathered parameters"][0] == 0 and max(heights["gathered parameters"]) > 0
+
+
+def test_a_long_step_names_its_runs_and_its_peak_in_the_title():
+    fig_panels = [Panel(f"ZeRO-{s}", timeline(BIG, DeepSpeed(stage=s), 8)) for s in (1, 2, 3)]
+    fig = plot_step(fig_panels, "GB")
+    for ax, panel in zip(fig.axes, fig_panels, strict=True):
+        t = panel.timeline
+        labels = [tick.get_text() for tick in ax.get_xticklabels()]
+        assert len(labels) == len(t.phases) == 2 * 37 + 5
+        named = {text: t.phases[i] for i, text in enumerate(labels) if text}
+        assert set(named) == {"start", "forward →", "← backward", "step"}
+        assert (named["forward →"].kind, named["← backward"].kind) == ("forward", "backward")
+        assert named["step"].name == "optimizer step"
+        assert ax.get_title(
+            loc="right"
+        ) == f"model peak {units.format_number(t.peak.total / 10**9, 1)} GB at " + (short_name(t.peak.name))
+        assert not [a for a in ax.get_lines() if a.get_gid() == "measured"]  # the model alone: no markers
+    fig.savefig(ARTIFACTS / "step-figure-7.5b.png", dpi=100)
+
+
+def test_a_reference_level_is_drawn_where_it_is_given():
+    t = timeline(BIG, DeepSpeed(stage=3), 8)
+    fig = plot_step(
+        [Panel("ZeRO-3", t, reference=("the article: 15 GB", 15 * 10**9)), Panel("again", t)], "GB"
+    )
+    (line,) = [a for a in fig.axes[0].get_lines() if a.get_gid() == "reference"]
+    assert line.get_ydata()[0] == 15
+    assert "the article: 15 GB" in [text.get_text() for text in fig.axes[0].texts]
+    assert not [a for a in fig.axes[1].get_lines() if a.get_gid() == "reference"]
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: plot_step([]), "panels must be a list of 1 to 8 Panel"),
+        (lambda: plot_step(["z3"]), "each panel must be a step_figure.Panel"),
+        (lambda: plot_step([Panel("a", timeline(TINY, DDP(), 2))], unit="parsecs"), "unit must be one of"),
+        (lambda: Panel("a", "timeline"), "timeline must be a planning Timeline"),
+        (lambda: Panel("a", timeline(TINY, DDP(), 2), (1, 2)), "measured must give one value per phase (11)"),
+        (lambda: Panel("a", timeline(TINY, DDP(), 2), (-1,) * 11), "measured bytes must be ≥ 0"),
+        (
+            lambda: Panel("a", timeline(TINY, DDP(), 2), reference=15),
+            "reference must be a (label, bytes) pair",
+        ),
+    ],
+)
+def test_bad_input_names_the_field(make, message):
+    with pytest.raises((TypeError, ValueError)) as error:
+        make()
+    assert message in str(error.value)
+
+
+def test_knobs_that_move_the_peak_and_knobs_that_move_only_traffic():
+    table = effects(BIG, 8)
+    assert [r.change.knob for r in table.rows] == [c.knob for c in CHANGES]
+    moved = {r.change.knob: r.moved for r in table.rows}
+    # Bucket counts and the weights' all-gather split the traffic and hold no extra bytes.
+    assert moved["allgather_bucket_size"] == moved["bucket_cap_mb"] == 0
+    # overlap_comm adds a second bucket of reduce_bucket_size bf16 elements, under the peak.
+    assert moved["overlap_comm"] == 500_000_000 * 2
+    # A smaller bucket fills earlier, so the gradient partition is allocated while more activations are alive.
+    assert moved["reduce_bucket_size"] > 0
+    # Keeping gathered weights from forward to backward costs every layer's weights at once.
+    assert moved["reshard_after_forward"] > 10 * 10**9
+    # Checkpointing keeps one input per block instead of its activations.
+    assert moved["activation checkpointing"] < -(10**10)
+    before = timeline(BIG, DeepSpeed(stage=3), 8).peak.total
+    assert table.effect("activation checkpointing").before == before
+    markdown = table._repr_markdown_()
+    assert markdown.count("\n") == len(CHANGES) + 1 and "| reduce_bucket_size |" in markdown
+    with pytest.raises(ValueError, match="knob must be one of reduce_bucket_size"):
+        table.effect("bucket")
+
+
+def test_the_lab_peaks_table_names_each_setups_model_peak_and_gap():
+    table = peaks(fake_rows(4, extra=16), 4)
+    assert [p.key for p in table.rows] == list(STEP_NAMES)
+    for p in table.rows:
+        t = modelled(BY_KEY[p.key], 4)
+        assert (p.phase, p.model) == (t.peak.name, t.peak.total)
+        assert p.gap == 16 and p.tolerance == sum(n for _, n in allowances(BY_KEY[p.key], t.peak.kind))
+    assert len(table.cells()) == 1 + len(STEP_NAMES) and {row[5] for row in table.cells()[1:]} == {"yes"}
+    over = peaks(fake_rows(4, extra=10**6), 4)  # far past every tolerance
+    assert {row[5] for row in over.cells()[1:]} == {"NO"}
+    with pytest.raises(ValueError, match="no measured timeline of step_ddp on 2 ranks"):
+        peaks(fake_rows(4), 2)
+
+
+def test_highest_is_the_busiest_ranks_most_at_a_phase_or_over_the_step():
+    rows = fake_rows(2, extra=100)
+    t = modelled(BY_KEY["step_zero3"], 2)
+    assert highest(rows, "step_zero3", 2, "before optimizer step") == t.phase("before optimizer step").total
+    assert highest(rows, "step_zero3", 2, t.peak.name) == t.peak.total + 100
+    assert highest(rows, "step_zero3", 2) == max(p.total + (p.kind != "boundary") * 100 for p in t.phases)
+    with pytest.raises(ValueError, match="phase must be one of start of step, forward linear 1"):
+        highest(rows, "step_zero3", 2, "forward layer 1")
+
+
+def test_tables_show_exact_bytes_rounded_only_for_display():
+    t = timeline(BIG, DeepSpeed(stage=3), 8, checkpointing=True)
+    parts = parts_table(t.peak)
+    assert len(parts.body) == len(t.peak.parts) + 1 and parts.body[-1][:2] == ("total", "21.507")
+    kinds = [row[0] for row in parts.body[:-1]]
+    assert kinds[0] == "optimizer" and sorted(kinds) == sorted(p.kind for p in t.peak.parts)
+    # Model state: the paper's ZeRO-3 share, plus the small tensors (≤ 100,000 elements) kept whole.
+    small = sum(n for layer in BIG.layers for n in layer.tensors if n <= 100_000)
+    state = memory.per_gpu(BIG.params, 8, Stage.ZERO3).total + 2 * small
+    shown = [
+        units.format_number(units.in_unit(b, "GB"), 2) for b in (state, t.peak.total, t.peak.total - state)
+    ]
+    summary = peak_table([t])
+    assert summary.body == (("DeepSpeed ZeRO-3", "8", "on", *shown[:2], "optimizer step", shown[2]),)
+    assert "| --: |" in summary._repr_markdown_() and "<td>optimizer step</td>" in summary._repr_html_()
+    with pytest.raises(TypeError, match="timelines must be a non-empty list of Timeline"):
+        peak_table([])

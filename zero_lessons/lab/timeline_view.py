@@ -1,0 +1,157 @@
+"""Step timelines as lesson 09 shows them: one run, the figure's panels, the peaks with their gaps. No torch.
+
+`measure` reuses the test session's lab run when one is kept (`reuse`), and otherwise runs the
+timelines alone, without the lab's other modes, which the lesson does not need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from html import escape
+
+from .. import units
+from ..present.step_figure import Panel
+from . import reuse
+from .modes import MODE_NAMES
+from .runner import run
+from .timeline_compare import Compared, modelled
+from .timeline_setup import BY_KEY, STEP_NAMES, Measured
+
+#: The world sizes of the lab's matrix, under which a test session keeps its run.
+WORLDS = (1, 2, 4)
+#: The world sizes the lesson shows.
+SHOWN = (2, 4)
+
+
+def measure() -> tuple[tuple[Measured, ...], float]:
+    """Every rank's timeline of every setup on 2 and 4 ranks, and the run's wall time in seconds.
+
+    The test session's kept run (1, 2 and 4 ranks, every mode) when there is one; else only the
+    timelines, on 2 and 4 ranks. Either way the same measurements come back: they are exact.
+    """
+    if reuse.load(WORLDS, tuple(MODE_NAMES)) is not None:
+        results, seconds = run(WORLDS, modes=tuple(MODE_NAMES), steps=tuple(STEP_NAMES))
+    else:
+        results, seconds = run(SHOWN, modes=(), steps=tuple(STEP_NAMES))
+    return tuple(m for m in results.timelines if m.gpus in SHOWN), seconds
+
+
+def rows_for(rows: tuple[Compared, ...], key: str, gpus: int) -> tuple[Compared, ...]:
+    """The compared phases of one setup on `gpus` ranks, in step order."""
+    if key not in STEP_NAMES:
+        raise ValueError(f"key must be one of {', '.join(STEP_NAMES)}, got {key!r}")
+    found = tuple(r for r in rows if r.key == key and r.gpus == gpus)
+    if not found:
+        raise ValueError(
+            f"no measured timeline of {key} on {gpus} ranks; measured: {sorted({r.gpus for r in rows})}"
+        )
+    return found
+
+
+def highest(rows: tuple[Compared, ...], key: str, gpus: int, phase: str | None = None) -> int:
+    """The most the busiest rank measured at one model phase of a setup, or at any of them (`phase` None)."""
+    mine = [r for r in rows_for(rows, key, gpus) if phase is None or r.phase == phase]
+    if not mine:
+        raise ValueError(
+            f"phase must be one of {', '.join(r.phase for r in rows_for(rows, key, gpus))}, got {phase!r}"
+        )
+    return max(max(r.measured) for r in mine)
+
+
+def panels(rows: tuple[Compared, ...], gpus: int, keys=tuple(STEP_NAMES)) -> list[Panel]:
+    """The figure's panels: each setup's model timeline on `gpus` ranks, with the busiest rank per phase."""
+    return [
+        Panel(
+            f"{STEP_NAMES[key]} on {gpus} ranks",
+            modelled(BY_KEY[key], gpus),
+            tuple(max(r.measured) for r in rows_for(rows, key, gpus)),
+        )
+        for key in keys
+    ]
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One setup's model peak beside what its busiest rank measured at that phase."""
+
+    key: str  #: the setup
+    gpus: int  #: N
+    phase: str  #: where the model peaks
+    model: int | Fraction  #: the model's bytes there
+    measured: int  #: the busiest rank's highest point there
+    tolerance: int  #: the most the gap may be
+    named: tuple[str, ...]  #: what the gap may hold
+
+    @property
+    def gap(self) -> int | Fraction:
+        """Measured minus modelled, at the peak."""
+        return self.measured - self.model
+
+
+def peaks(rows: tuple[Compared, ...], gpus: int) -> PeakTable:
+    """Each setup's model peak on `gpus` ranks beside the measurement, the tolerance and what fills it."""
+    found = []
+    for key in STEP_NAMES:
+        mine = rows_for(rows, key, gpus)
+        top = max(mine, key=lambda r: r.model)  # the first of the highest, as Timeline.peak
+        top = next(r for r in mine if r.model == top.model)
+        names = tuple(name for name, _ in top.allowances)
+        found.append(Peak(key, gpus, top.phase, top.model, max(top.measured), top.tolerance, names))
+    return PeakTable(tuple(found))
+
+
+def _shown(nbytes) -> str:
+    """Bytes with thousands separators, exact: "101,376" (a non-whole count keeps its decimals)."""
+    return f"{int(nbytes):,}" if nbytes == int(nbytes) else units.format_number(nbytes)
+
+
+@dataclass(frozen=True)
+class PeakTable:
+    """Each setup's model peak, its tolerance, and whether the busiest rank measured within it, as a table.
+
+    The measured bytes themselves are not shown: off the boundaries they can differ between runs by a
+    few bytes of scalars that gloo's thread frees a moment early or late (`timeline_compare.SCALARS`),
+    and a committed lesson shows only what every run reproduces.
+    """
+
+    rows: tuple[Peak, ...]  #: one per setup
+
+    def cells(self) -> list[list[str]]:
+        """A header, then one row per setup, bytes exact."""
+        head = [
+            "setup",
+            "N",
+            "model peaks at",
+            "model B",
+            "tolerance B",
+            "measured in 0 … tolerance above",
+            "the gap may hold",
+        ]
+        body = [
+            [
+                STEP_NAMES[p.key],
+                str(p.gpus),
+                p.phase,
+                _shown(p.model),
+                f"{p.tolerance:,}",
+                "yes" if 0 <= p.gap <= p.tolerance else "NO",
+                "; ".join(p.named),
+            ]
+            for p in self.rows
+        ]
+        return [head, *body]
+
+    def _repr_markdown_(self) -> str:
+        head, *body = self.cells()
+        rule = ["---", "--:", "---", "--:", "--:", "---", "---"]
+        return "\n".join("| " + " | ".join(r) + " |" for r in [head, rule, *body])
+
+    def _repr_html_(self) -> str:
+        head, *body = self.cells()
+        rows = [f"<tr>{''.join(f'<th>{escape(c)}</th>' for c in head)}</tr>"]
+        rows += [f"<tr>{''.join(f'<td>{escape(c)}</td>' for c in r)}</tr>" for r in body]
+        return f"<table>{''.join(rows)}</table>"
+
+    def __repr__(self) -> str:
+        return "\n".join("  ".join(r) for r in self.cells())

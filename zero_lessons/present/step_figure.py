@@ -1,0 +1,232 @@
+"""Memory over one step as a figure: the model's parts stacked per phase, measured bytes as markers.
+
+One panel per framework setup (DDP, ZeRO-1, ZeRO-2, ZeRO-3, FSDP2), the phases of the step along
+the x axis. Each bar is the planning model's bytes at that phase, stacked by kind (persistent states
+at the bottom, transient buffers above); a black marker is what the busiest rank measured there.
+Grey bands mark the boundaries where only persistent state is live; a dashed line marks the
+model's peak. The figure is a view of numbers computed elsewhere: `Panel.heights` and
+`Panel.labels` give them without drawing, so tests and other renderers read the same values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from .. import checks, units
+from ..planning.step_parts import KINDS, Timeline
+from .figures import STATE_COLOURS, STATE_NAMES
+
+#: Kinds from the bottom of a bar to its top: weights, gradients, optimizer state, then transient buffers.
+STACK = ("weights", "gradients", "optimizer", *KINDS[3:])
+#: One colour per kind of part; the model states keep the colours every lesson uses.
+KIND_COLOURS = {
+    **STATE_COLOURS,
+    "activations": "#8172b3",
+    "gathered parameters": "#c44e52",
+    "unreduced gradients": "#937860",
+    "gradient buckets": "#ccb974",
+    "fp32 gradients": "#64b5cd",
+    "optimizer temporaries": "#da8bc3",
+}
+#: A kind's name in the legend.
+KIND_NAMES = {**STATE_NAMES, **{kind: kind for kind in KINDS[3:]}}
+#: Most phases named one by one on the axis; a longer step names its runs instead.
+MAX_LABELLED = 24
+#: Most panels one figure holds.
+MAX_PANELS = 8
+#: Inches: the book's text column is about 784 px wide at matplotlib's 100 dpi.
+WIDTH, PANEL_HEIGHT = 7.84, 1.9
+#: Legend entries per row, and the inches each row takes.
+LEGEND_COLUMNS, LEGEND_ROW = 4, 0.13
+#: Short words for the phases on the x axis.
+SHORT = {
+    "start of step": "start",
+    "gradient reduction": "reduce",
+    "before optimizer step": "before step",
+    "optimizer step": "step",
+    "after optimizer step": "after step",
+}
+
+
+def short_name(phase: str) -> str:
+    """A phase's name on the axis: "forward layer 3" -> "fwd layer 3", "optimizer step" -> "step"."""
+    if phase in SHORT:
+        return SHORT[phase]
+    for long, short in (("forward ", "fwd "), ("backward ", "bwd ")):
+        if phase.startswith(long):
+            return short + phase.removeprefix(long)
+    return phase
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One setup's step in one panel: the model's timeline, and what the busiest rank measured per phase."""
+
+    title: str  #: above the panel, e.g. "DeepSpeed ZeRO-3 on 2 ranks"
+    timeline: Timeline  #: the planning model's phases and parts
+    #: bytes measured at each phase, in the timeline's order (None: the model alone)
+    measured: tuple[int | Fraction, ...] | None = None
+    #: a level to compare with, e.g. ("the article's 15 GB", 15 * 10**9), drawn as a dotted line
+    reference: tuple[str, int | Fraction] | None = None
+
+    def __post_init__(self):
+        checks.instance("title", self.title, str, "text")
+        checks.instance("timeline", self.timeline, Timeline, "a planning Timeline (planning.timeline)")
+        if self.measured is not None:
+            if not isinstance(self.measured, (tuple, list)) or len(self.measured) != len(
+                self.timeline.phases
+            ):
+                raise ValueError(
+                    f"measured must give one value per phase ({len(self.timeline.phases)}), "
+                    f"got {checks.shown(self.measured)}"
+                )
+            values = tuple(checks.exact("measured", v, digits=None) for v in self.measured)
+            if any(v < 0 for v in values):
+                raise ValueError(f"measured bytes must be ≥ 0, got {min(values)}")
+            object.__setattr__(self, "measured", values)
+        if self.reference is not None:
+            if not isinstance(self.reference, tuple) or len(self.reference) != 2:
+                raise TypeError(
+                    f"reference must be a (label, bytes) pair, got {checks.shown(self.reference)}"
+                )
+            checks.instance("reference label", self.reference[0], str, "text")
+            level = checks.exact("reference bytes", self.reference[1], digits=None)
+            object.__setattr__(self, "reference", (self.reference[0], level))
+
+    def heights(self, unit: str = "kB") -> dict[str, tuple[Fraction, ...]]:
+        """Each kind's height in `unit` at every phase, bottom to top; kinds never held are left out."""
+        size = units.unit_size(unit)
+        rows = {
+            kind: tuple(Fraction(phase.bytes_of(kind)) / size for phase in self.timeline.phases)
+            for kind in STACK
+        }
+        return {kind: row for kind, row in rows.items() if any(row)}
+
+    @property
+    def long(self) -> bool:
+        """Whether the step has too many phases to name each one on the axis."""
+        return len(self.timeline.phases) > MAX_LABELLED
+
+    def labels(self) -> tuple[str, ...]:
+        """The x axis's words, one per phase: every phase of a short step; else the start, the optimizer
+        step, and "forward" and "backward" under the middle of their runs ("" for the others)."""
+        phases = self.timeline.phases
+        if not self.long:
+            return tuple(short_name(p.name) for p in phases)
+        shown = ["" for _ in phases]
+        for way, words in (("forward", "forward →"), ("backward", "← backward")):
+            run = [i for i, p in enumerate(phases) if p.kind == way]
+            shown[run[len(run) // 2]] = words
+        for i, phase in enumerate(phases):
+            if phase.name in ("start of step", "optimizer step"):
+                shown[i] = short_name(phase.name)
+        return tuple(shown)
+
+
+def plot_step(panels, unit: str = "kB", title: str = "") -> Figure:
+    """Stacked bars of the model's parts per phase, one panel per setup, measured bytes as markers."""
+    if not isinstance(panels, (tuple, list)) or not 1 <= len(panels) <= MAX_PANELS:
+        raise TypeError(f"panels must be a list of 1 to {MAX_PANELS} Panel, got {checks.shown(panels)}")
+    for panel in panels:
+        checks.instance("each panel", panel, Panel, "a step_figure.Panel")
+    unit = units.unit_name(unit)
+    checks.instance("title", title, str, "text")
+    head = LEGEND_ROW * _legend_rows(panels, unit) + (0.3 if title else 0.05)
+    height = PANEL_HEIGHT * len(panels) + head
+    fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height))
+    axes = [axes] if len(panels) == 1 else list(axes)
+    for ax, panel in zip(axes, panels, strict=True):
+        _draw_panel(ax, panel, unit)
+    _legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height)
+    if title:
+        fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")
+    fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / height), h_pad=0.5)
+    plt.close(fig)
+    return fig
+
+
+def _draw_panel(ax, panel: Panel, unit: str) -> None:
+    """One setup: boundaries shaded, bars stacked by kind, measured markers, the model's peak dashed."""
+    t, size = panel.timeline, units.unit_size(unit)
+    _draw_bars(ax, panel, unit)
+    peak = float(Fraction(t.peak.total) / size)
+    ax.axhline(peak, color="crimson", ls="--", lw=0.9, zorder=1, gid="peak")
+    shown = units.format_number(Fraction(t.peak.total) / size, 1)
+    ax.set_title(panel.title.replace("$", r"\$"), fontsize=9, loc="left", pad=3)
+    right = f"model peak {shown} {unit} at {short_name(t.peak.name)}"
+    ax.set_title(right, fontsize=8, loc="right", pad=3, color="crimson")
+    x = list(range(len(t.phases)))
+    if panel.long:
+        ax.set_xticks(x, panel.labels(), fontsize=7.5)
+        ax.tick_params(axis="x", length=0)
+    else:
+        ax.set_xticks(x, panel.labels(), rotation=40, ha="right", fontsize=7, rotation_mode="anchor")
+    ax.set_xlim(-0.6, len(t.phases) - 0.4)
+    if panel.reference is not None:
+        label, level = panel.reference[0], float(panel.reference[1] / size)
+        ax.axhline(level, color="black", ls=":", lw=1.1, zorder=4, gid="reference")
+        box = {"facecolor": "white", "alpha": 0.85, "lw": 0, "pad": 1}
+        ax.text(0.012, level, label, transform=ax.get_yaxis_transform(), va="bottom", fontsize=7.5, bbox=box)
+    highest = max([peak, *(float(v / size) for v in panel.measured or ())])
+    ax.set_ylim(0, highest * 1.1)
+    ax.set_ylabel(unit, fontsize=8)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
+def _draw_bars(ax, panel: Panel, unit: str) -> None:
+    """Grey bands behind the boundaries, the model's parts stacked per phase, and the measured markers."""
+    t, size = panel.timeline, units.unit_size(unit)
+    x = range(len(t.phases))
+    for i, phase in enumerate(t.phases):
+        if phase.kind == "boundary":
+            ax.axvspan(i - 0.5, i + 0.5, color="#e6e6e6", zorder=0, lw=0, gid="boundary")
+    bottom = [0.0] * len(t.phases)
+    for kind, row in panel.heights(unit).items():
+        heights = [float(h) for h in row]
+        ax.bar(x, heights, 0.72, bottom=bottom, color=KIND_COLOURS[kind], zorder=2, gid=kind)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    if panel.measured is not None:
+        measured = [float(v / size) for v in panel.measured]
+        ax.plot(list(x), measured, ls="none", marker="D", ms=3.5, color="black", zorder=3, gid="measured")
+
+
+def _legend_rows(panels, unit: str) -> int:
+    """Rows the legend takes: its entries, `LEGEND_COLUMNS` to a row."""
+    return -(-len(_entries(panels, unit)[0]) // LEGEND_COLUMNS)
+
+
+def _legend(fig: Figure, panels, unit: str, top: float) -> None:
+    """One legend above the panels: every kind drawn, then the markers, the bands and the peak line."""
+    handles, names = _entries(panels, unit)
+    fig.legend(
+        handles,
+        names,
+        loc="upper center",
+        ncol=LEGEND_COLUMNS,
+        fontsize=7.5,
+        frameon=False,
+        bbox_to_anchor=(0.5, top),
+        handlelength=1.4,
+        columnspacing=1.2,
+    )
+
+
+def _entries(panels, unit: str) -> tuple[list, list[str]]:
+    """The legend's handles and names: every kind drawn, then the markers, the bands and the peak line."""
+    drawn = [k for k in STACK if any(k in p.heights(unit) for p in panels)]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]) for k in drawn]
+    names = [KIND_NAMES[k] for k in drawn]
+    if any(p.measured is not None for p in panels):
+        handles.append(plt.Line2D([], [], ls="none", marker="D", ms=4, color="black"))
+        names.append("measured, busiest rank")
+    handles += [
+        plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"),
+        plt.Line2D([], [], color="crimson", ls="--", lw=0.9),
+    ]
+    names += ["only persistent state live", "the model's peak"]
+    return handles, names
