@@ -62,3 +62,12 @@ def test_symbolic_and_numeric_agree_on_random_inputs():
                 symbolic.min_gpus_expr(stage, r), r, params=psi % 10**11 + 1, gpu_memory=budget
             )
             assert -(-edge.numerator // edge.denominator) == numeric
+
+
+def test_by_stage_shows_one_latex_row_per_stage():
+    limits = [symbolic.limit_expr(s, "mixed-adam") for s in Stage]
+    table = symbolic.by_stage("as N_d grows", limits, "bytes per GPU")._repr_markdown_()
+    assert "| stage | bytes per GPU |" in table
+    assert "| ZeRO-1 | $4 \\Psi$ |" in table and "| ZeRO-3 | $0$ |" in table
+    with pytest.raises(ValueError, match="one per stage"):
+        symbolic.by_stage("too few", limits[:3], "bytes")

@@ -150,6 +150,7 @@ class Derivation:
 
     title: str  #: what is being derived
     steps: tuple[Step, ...]  #: the lines, first to last
+    heads: tuple[str, str] = ("step", "running total")  #: the two column headings of the table
 
     @property
     def result(self) -> sp.Expr:
@@ -161,7 +162,7 @@ class Derivation:
         return "\n".join([self.title, *(f"  {s.label:<{width}}  {sp.sstr(s.expr)}" for s in self.steps)])
 
     def _repr_markdown_(self) -> str:
-        lines = [f"**{self.title}**", "", "| step | running total |", "| --- | --- |"]
+        lines = [f"**{self.title}**", "", f"| {self.heads[0]} | {self.heads[1]} |", "| --- | --- |"]
         return "\n".join(lines + [f"| {s.label} | ${sp.latex(s.expr)}$ |" for s in self.steps])
 
 
@@ -189,3 +190,21 @@ def stage_derivation(stage: StageLike, recipe: RecipeLike) -> Derivation:
         Step("as N_d → ∞", limit_expr(stage, recipe)),
     )
     return Derivation(f"{stage.label} ({stage.paper_name}) per-GPU model state", steps)
+
+
+def by_stage(title: str, exprs, head: str) -> Derivation:
+    """One expression per stage, in stage order, shown as a table whose second column is headed `head`."""
+    checks.instance("title", title, str, "text")
+    checks.instance("head", head, str, "text")
+    exprs = tuple(exprs) if isinstance(exprs, (list, tuple)) else exprs
+    if (
+        not isinstance(exprs, tuple)
+        or len(exprs) != len(Stage)
+        or not all(isinstance(e, sp.Expr) for e in exprs)
+    ):
+        raise ValueError(
+            f"exprs must be a list of {len(Stage)} sympy expressions, one per stage, in stage order"
+        )
+    return Derivation(
+        title, tuple(Step(s.label, e) for s, e in zip(Stage, exprs, strict=True)), ("stage", head)
+    )

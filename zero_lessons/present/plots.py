@@ -7,6 +7,9 @@ only here.
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
@@ -19,6 +22,14 @@ from . import figures
 from .figures import STATE_COLOURS, STATE_NAMES
 from .table import stage_table
 
+#: Stage colours for the matplotlib scaling figure, none of them a state's colour (blue, orange, green) or the
+#: crimson of the memory line, so that a colour never means a stage in one figure and a state in the next.
+STAGE_LINE_COLOURS = {
+    "data parallel": "#7f7f7f",
+    "ZeRO-1": "#b07aa1",
+    "ZeRO-2": "#17becf",
+    "ZeRO-3": "#222222",
+}
 #: Most GPUs `plot_partitioning` draws, one row each.
 MAX_DRAWN_GPUS = 16
 #: Most link speeds `plot_step_times` sets side by side.
@@ -43,7 +54,7 @@ def plot_partitioning(gpus: int = 4, recipe: RecipeLike = MIXED_ADAM) -> Figure:
                 _draw_state(ax, gpu, gpus, left, size, STATE_COLOURS[state], stage.partitions(state))
                 left += size
         ax.set_ylabel(stage.label, rotation=0, ha="right", va="center")
-        ax.set_yticks(range(gpus), [f"GPU {g}" for g in range(gpus)], fontsize=7)
+        ax.set_yticks(range(gpus), [f"GPU {g}" for g in range(gpus)], fontsize=9)
         ax.set_xlim(0, width)
         ax.invert_yaxis()
         ax.spines[["top", "right"]].set_visible(False)
@@ -91,7 +102,7 @@ def plot_scaling(
 ) -> Figure:
     """Per-GPU model state against the number of GPUs, log-log, one curve per stage."""
     setup, unit = Setup(params, 1, recipe, gpu_memory), units.unit_name(unit)
-    return draw(figures.scaling(setup, unit, max_gpus))
+    return draw(replace(figures.scaling(setup, unit, max_gpus), colours=STAGE_LINE_COLOURS))
 
 
 def draw(chart: figures.Chart) -> Figure:
@@ -112,7 +123,16 @@ def draw(chart: figures.Chart) -> Figure:
         ax.set(xscale="log", yscale="log")
         ax.grid(True, which="major", alpha=0.3)
     if chart.line is not None:
-        ax.axhline(chart.line, color="crimson", ls="--", label=chart.line_label)
+        value = f"{units.format_number(chart.line)} {chart.ylabel}"  # the line labelled with its value
+        ax.axhline(chart.line, color="crimson", ls="--", label=f"{chart.line_label}: {value}")
+        ax.annotate(
+            value,
+            (1, chart.line),
+            xycoords=("axes fraction", "data"),
+            ha="right",
+            va="top",  # under the line: above it, the data-parallel curve can run close
+            color="crimson",
+        )
     if chart.marker is not None:
         ax.axvline(chart.marker, color="#999", ls=":")
     ax.set(xlabel=_plain(chart.xlabel), ylabel=_plain(chart.ylabel), title=_plain(chart.title))
@@ -137,16 +157,22 @@ def plot_step_times(params: int, gpus: int, links: dict[str, str], dtype: str = 
     fig, ax = plt.subplots(figsize=(7, 3.6))
     width = 0.8 / len(links)
     for i, (name, speed) in enumerate(links.items()):
-        ax.bar(
-            [x + i * width for x in range(len(Stage))], times[name], width, label=_plain(f"{name} ({speed})")
-        )
+        label = name if str(speed) in name else f"{name} ({speed})"  # say the speed once
+        bars = ax.bar([x + i * width for x in range(len(Stage))], times[name], width, label=_plain(label))
+        ax.bar_label(bars, [f"{t:.3g}" for t in times[name]], fontsize=7, padding=1)
     ax.set_xticks([x + width * (len(links) - 1) / 2 for x in range(len(Stage))], [s.label for s in Stage])
     positive = all(t > 0 for row in times.values() for t in row)  # one GPU sends nothing: no log scale then
     ax.set(
         yscale="log" if positive else "linear",
-        ylabel="seconds per step",
+        ylabel="seconds per step (log scale)" if positive else "seconds per step",
         title=f"{units.format_count(params)} parameters on {gpus} GPUs, {dtype}",
     )
-    ax.legend(frameon=False, fontsize=8)
+    if positive:  # the axis starts at least half a decade under the shortest bar: a bar, not a sliver
+        low, high = min(min(row) for row in times.values()), max(max(row) for row in times.values())
+        ax.set_ylim(10 ** math.floor(math.log10(low / 3)), high * 3)
+    # Under the axes, never over the bars: the tallest bar is the point of the chart.
+    ax.legend(
+        frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=min(len(links), 3)
+    )
     ax.spines[["top", "right"]].set_visible(False)
     return _done(fig)
