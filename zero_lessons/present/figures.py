@@ -17,8 +17,18 @@ from .table import StageTable
 
 #: One colour per state, used by every figure so that the lessons read alike.
 STATE_COLOURS = {"weights": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868"}
-#: One colour per stage.
-STAGE_COLOURS = {"data parallel": "#4c72b0", "ZeRO-1": "#dd8452", "ZeRO-2": "#55a868", "ZeRO-3": "#c44e52"}
+#: One colour per stage, none of them a state's colour or the crimson of a memory limit, so that a colour
+#: never means a stage in one figure and a state in the next.
+STAGE_COLOURS = {"data parallel": "#7f7f7f", "ZeRO-1": "#b07aa1", "ZeRO-2": "#17becf", "ZeRO-3": "#222222"}
+#: One colour per kind of part in a step's timeline: the model states as above, then the transient buffers.
+KIND_COLOURS = STATE_COLOURS | {
+    "activations": "#8172b3",
+    "gathered parameters": "#c44e52",
+    "unreduced gradients": "#937860",
+    "gradient buckets": "#ccb974",
+    "fp32 gradients": "#64b5cd",
+    "optimizer temporaries": "#da8bc3",
+}
 #: The colour of time.
 SECONDS_COLOUR = "#8172b3"
 #: A state's name in a legend.

@@ -8,7 +8,6 @@ only here.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
@@ -22,14 +21,6 @@ from . import figures
 from .figures import STATE_COLOURS, STATE_NAMES
 from .table import stage_table
 
-#: Stage colours for the matplotlib scaling figure, none of them a state's colour (blue, orange, green) or the
-#: crimson of the memory line, so that a colour never means a stage in one figure and a state in the next.
-STAGE_LINE_COLOURS = {
-    "data parallel": "#7f7f7f",
-    "ZeRO-1": "#b07aa1",
-    "ZeRO-2": "#17becf",
-    "ZeRO-3": "#222222",
-}
 #: Most GPUs `plot_partitioning` draws, one row each.
 MAX_DRAWN_GPUS = 16
 #: Most link speeds `plot_step_times` sets side by side.
@@ -102,7 +93,7 @@ def plot_scaling(
 ) -> Figure:
     """Per-GPU model state against the number of GPUs, log-log, one curve per stage."""
     setup, unit = Setup(params, 1, recipe, gpu_memory), units.unit_name(unit)
-    return draw(replace(figures.scaling(setup, unit, max_gpus), colours=STAGE_LINE_COLOURS))
+    return draw(figures.scaling(setup, unit, max_gpus))
 
 
 def draw(chart: figures.Chart) -> Figure:

@@ -13,18 +13,8 @@ from html import escape
 
 from .. import checks, units
 from ..planning.step_parts import KINDS, Timeline
-from .figures import STATE_COLOURS
+from .figures import KIND_COLOURS
 
-#: One colour per kind of part: the model states as in every figure, then the transient buffers (the same
-#: colours as the lesson's figure, `step_figure`, so a kind reads alike in the lesson and the explorer).
-KIND_COLOURS = STATE_COLOURS | {
-    "activations": "#8172b3",
-    "gathered parameters": "#c44e52",
-    "unreduced gradients": "#937860",
-    "gradient buckets": "#ccb974",
-    "fp32 gradients": "#64b5cd",
-    "optimizer temporaries": "#da8bc3",
-}
 #: Runs of phases the x axis brackets, by phase kind; every other phase is named on its own.
 PHASE_WORDS = {"forward": "forward", "backward": "backward"}
 #: Short names for the phases named on their own, which stand one bar wide.

@@ -18,20 +18,10 @@ from matplotlib.figure import Figure
 
 from .. import checks, units
 from ..planning.step_parts import KINDS, Timeline
-from .figures import STATE_COLOURS, STATE_NAMES
+from .figures import KIND_COLOURS, STATE_NAMES
 
 #: Kinds from the bottom of a bar to its top: weights, gradients, optimizer state, then transient buffers.
 STACK = ("weights", "gradients", "optimizer", *KINDS[3:])
-#: One colour per kind of part; the model states keep the colours every lesson uses.
-KIND_COLOURS = {
-    **STATE_COLOURS,
-    "activations": "#8172b3",
-    "gathered parameters": "#c44e52",
-    "unreduced gradients": "#937860",
-    "gradient buckets": "#ccb974",
-    "fp32 gradients": "#64b5cd",
-    "optimizer temporaries": "#da8bc3",
-}
 #: A kind's name in the legend.
 KIND_NAMES = {**STATE_NAMES, **{kind: kind for kind in KINDS[3:]}}
 #: Most phases named one by one on the axis; a longer step names its runs instead.
