@@ -8,7 +8,7 @@ import pytest
 
 from conftest import need_module
 from zero_lessons import GB, Setup
-from zero_lessons.planning import ds_config, ds_estimator, offload
+from zero_lessons.planning import ds_config, ds_estimator, ds_scale, offload
 from zero_lessons.planning.advice import advise
 from zero_lessons.present import html
 from zero_lessons.stages import Stage
@@ -56,6 +56,8 @@ def test_thin_headroom_and_activations_left_at_zero_are_flagged():
     pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB")  # ZeRO-Offload leaves 1.25 GB of 20 GB free
     assert (pick.stage, pick.offload) == (Stage.ZERO2, "optimizer")
     assert any("only 1.25 GB of 20 GB per GPU is left free, under 10%" in w for w in pick.warnings)
+    # the warning names the next choice in offload's order that leaves 10%: ZeRO-3 keeps 3.75 + 3.75 GB
+    assert any(w.endswith("; ZeRO-3 with optimizer offload would leave 12.5 GB free") for w in pick.warnings)
     assert any("activations were left at 0" in w for w in pick.warnings)
     host = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")  # DeepSpeed's 1,890 GB of 2,000 GB: 5.5% free
     assert any("110 GB of 2000 GB of host memory per node is left free" in w for w in host.warnings)
@@ -64,6 +66,30 @@ def test_thin_headroom_and_activations_left_at_zero_are_flagged():
     tight = advise(7_500_000_000, 8, "44GB", activations="1GB")  # ZeRO-1: 42.25 GB of 44 GB
     assert [w[:40] for w in tight.warnings] == ["only 1.75 GB of 44 GB per GPU is left fr"]
     assert "warning: only 1.75 GB" in repr(tight) and tight.to_dict()["warnings"] == list(tight.warnings)
+    assert tight.warnings[0].endswith("; ZeRO-2 would leave 14.875 GB free")  # 44 - 28.125 - 1
+
+
+def test_the_lowest_offload_stays_the_choice_until_the_activations_say_otherwise():
+    """The policy is the lowest stage that fits, headroom or not; given 2 GB of activations, ZeRO-2 with
+    optimizer offload (18.75 + 2 GB) no longer fits 20 GB, and the advice moves to ZeRO-3 by itself."""
+    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB", activations="2GB")
+    assert (pick.stage, pick.offload, pick.warnings) == (Stage.ZERO3, "optimizer", ())
+    assert pick.needs[Stage.ZERO3] == 32 * GB and "ZeRO-3 with optimizer offload: 9.5 GB per GPU" in str(pick)
+
+
+def test_stage_3_host_figures_assume_zero_init_and_say_so():
+    """DeepSpeed's 1,890 GB for 70B on 8 x 24 GB is its zero_init=1 line; without zero.Init each of the 8
+    processes builds the fp32 model first: 4 B x 70e9 x 8 x 1.5 = 3,360 GB. No config key turns it on."""
+    pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")
+    assert any("1890 GB by DeepSpeed's estimator with zero.Init, of 2000 GB: fits" in r for r in pick.reasons)
+    (warning,) = [w for w in pick.warnings if "zero.Init" in w]
+    assert "code, not a config key" in warning and "3360 GB per node" in warning
+    setup = Setup(70 * 10**9, 8)
+    bare = offload.deepspeed_host(setup, 3, "optimizer+parameters", 8, zero_init=False)
+    assert bare == 4 * 70 * 10**9 * 8 * 3 // 2 == 3360 * GB
+    assert "zero.Init" not in json.dumps(pick.ds_config())  # the config cannot say it
+    roomy = advise(70 * 10**9, 8, "24GB", cpu_memory="4TB")  # 3,360 GB fits too: nothing to warn about
+    assert not any("zero.Init" in w for w in roomy.warnings)
 
 
 def test_advice_says_which_ranking_it_follows():
@@ -71,8 +97,18 @@ def test_advice_says_which_ranking_it_follows():
     assert pick.ranking.startswith(
         "Ranking: the ZeRO paper's. Stages 0-2 send 2Ψ per GPU per step and stage 3 sends 3Ψ"
     )
-    assert "Under DeepSpeed's defaults ZeRO-1/2 send about 3Ψ" in pick.ranking
-    assert repr(pick).endswith(pick.ranking) and pick.to_dict()["ranking"] == pick.ranking
+    assert "DeepSpeed's defaults differ: ZeRO-1/2 send about 3Ψ" in pick.ranking
+    assert "lesson 7" not in pick.ranking and "lesson 08" in pick.ranking
+    # every answer shows the one-line form; the paragraph is kept for whoever asks for it
+    assert repr(pick).endswith(pick.ranking_line) and pick.ranking not in repr(pick)
+    assert pick.to_dict()["ranking"] == pick.ranking and len(pick.ranking_line) < len(pick.ranking) // 3
+
+
+def test_the_rankings_deepspeed_figures_are_the_traffic_rules_at_real_size():
+    """ZeRO-1/2 about 3Ψ and ZeRO-3 about 2.9Ψ for the 7.5 B GPT, by ds_scale's count (default knobs)."""
+    sent = [round(row.sent / row.params, 1) for row in ds_scale.predict()]
+    assert sent[1] == sent[2] == 3.0 and sent[3] == 2.9
+    assert "about 2.9Ψ for a 7.5 B GPT" in advise(7_500_000_000, 8, "80GB").ranking
 
 
 def test_zero_offload_when_stage_two_with_host_optimizer_fits():
@@ -217,6 +253,6 @@ def test_advice_html_for_the_explorer():
     pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")
     markup = html.advice_html(pick)
     assert markup.startswith("<div class='zero-advice'><b>use ZeRO-3 with optimizer+parameters offload</b>")
-    # the four stages, "stage 3 alone would fit on 47 GPUs", the chosen offload, two warnings, the ranking
-    assert markup.count("<li>") == len(pick.reasons) + len(pick.warnings) + 1 == 9
+    # the four stages, "stage 3 alone would fit on 47 GPUs", the chosen offload, three warnings, the ranking
+    assert markup.count("<li>") == len(pick.reasons) + len(pick.warnings) + 1 == 10
     assert "<li>warning: only 110 GB of 2000 GB of host memory per node" in markup

@@ -203,6 +203,19 @@ def test_explained_tables_show_deepspeeds_gib_and_the_terms():
     assert markdown.count("\n") == 3 and "**13.97 GiB**" in markdown and "**29.69 GiB**" in markdown
     assert html.count("<tr>") == 3 and "<b>335.28 GiB</b>" in html
     assert "max(4 B × 8, 16 B) × Ψ × 1.5 = 360 GB" in markdown
+    three = ds_estimator.explain_zero3(PSI, 10**6, 8)._repr_html_()
+    assert "&#x27;" not in three  # quotes need no escaping inside a cell
+    assert "offloaded state: 18 B × Ψ × 1.5 = 202.5 GB" in three  # one node: no "/ 1 node"
+    two_nodes = ds_estimator.explain_zero3(PSI, 10**6, 8, nodes=2)._repr_markdown_()
+    assert "offloaded state, this node's share: 18 B × Ψ / 2 nodes × 1.5" in two_nodes
+
+
+def test_printout_is_deepspeeds_header_and_lines_without_trailing_blanks():
+    shown = ds_estimator.printout(ds_estimator.zero2_all_cold(PSI, 8)).splitlines()
+    assert shown[0] == "  per CPU  |  per GPU |   Options"  # as DeepSpeed prints it: per CPU is per node
+    assert shown[1] == "  335.28GB |  13.97GB | offload_optimizer=cpu" and all(s == s.rstrip() for s in shown)
+    with pytest.raises(TypeError, match="rows must be a list of ds_estimator.Estimate"):
+        ds_estimator.printout(["  1GB | 1GB | x"])
 
 
 @pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out

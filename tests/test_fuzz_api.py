@@ -458,6 +458,7 @@ SPECS = {
             "stage": arg(st.sampled_from([2, 3])),
             "offload": arg(st.just("optimizer")),
             "gpus_per_node": arg(GPUS_NODE),
+            "zero_init": arg(FLAG),
         },
     ),
     "offload.node_count": (offload.node_count, {"gpus": arg(GPUS), "gpus_per_node": arg(GPUS_NODE)}),
@@ -545,6 +546,10 @@ SPECS = {
             "nodes": arg(st.integers(1, 64)),
             "additional_buffer_factor": arg(st.just(1.5)),
         },
+    ),
+    "ds_estimator.printout": (
+        ds_estimator.printout,
+        {"rows": arg(st.just(ds_estimator.zero3_all_cold(10**9, 10**6, 8)))},
     ),
     "ds_estimator.zero3_all_cold": (
         ds_estimator.zero3_all_cold,
@@ -650,6 +655,14 @@ SPECS = {
     ),
     "symbolic.stage_derivation": (symbolic.stage_derivation, {"stage": arg(STAGE), "recipe": arg(RECIPE)}),
     "symbolic.bytes_per_param": (symbolic.bytes_per_param, {"recipe": arg(RECIPE)}),
+    "symbolic.by_stage": (
+        symbolic.by_stage,
+        {
+            "_title": arg(st.just("as N_d grows"), "title"),
+            "_exprs": arg(st.just([symbolic.limit_expr(s) for s in stages.Stage]), "exprs"),
+            "_head": arg(st.just("bytes per GPU"), "head"),
+        },
+    ),
     "simulate.count_params": (
         simulate.count_params,
         {"shapes": arg(st.just(simulate.TINY_MLP), "shape", "dimension")},

@@ -1,8 +1,8 @@
 """Choosing a stage from the memory profile, by the article's rules, with the numbers behind it.
 
-The advice ranks stages the ZeRO paper's way (lower stages communicate less), says so in every
-answer, and says what changes under DeepSpeed's defaults. Offload is checked twice on the host:
-by the paper's count, and by DeepSpeed's own estimator, which counts more.
+The advice ranks stages the ZeRO paper's way (lower stages communicate less) and says so in one line
+of every answer; `RANKING` says at length what changes under DeepSpeed's defaults. Offload is checked
+twice on the host (`host_check`): by the paper's count, and by DeepSpeed's own estimator, which counts more.
 """
 
 from __future__ import annotations
@@ -16,21 +16,22 @@ from ..inputs import Setup
 from ..memory import Breakdown
 from ..recipes import MIXED_ADAM, RecipeLike
 from ..stages import Stage
-from . import ds_config, offload
+from . import ds_config, host_check, offload
 from .activations import Transformer, activation_bytes
 
-#: The article's rules, by the key `Advice.rule` uses.
+#: What the advice says for each key of `Advice.rule`, naming the article's rule (1, 2 or 3) where one fires.
 RULES = {
-    "replicate": "Everything fits on every GPU: plain data parallelism, no partitioning needed.",
-    "partition-optimizer": "The parameters fit but the optimizer state does not: try stage 1 or 2.",
-    "partition-parameters": "Fully replicated parameters do not fit: use stage 3.",
-    "stage-3-or-more-gpus": "The parameters fit whole, but stage 2's shards do not on this many GPUs: "
-    "use stage 3, or add GPUs until stage 2 fits.",
-    "activations": "Model state fits under stage 3 but activations do not: add activation checkpointing "
-    "or use a smaller micro-batch.",
-    "offload": "Not even stage 3 fits on the GPUs: offload state to host memory, at a cost in PCIe traffic.",
-    "does-not-fit": "The model state does not fit on these GPUs even under stage 3: add GPUs, offload to "
-    "host memory, or shrink the model or the batch.",
+    "replicate": "Everything fits on every GPU: plain data parallelism, no rule needed.",
+    "partition-optimizer": "Rule 1: the parameters fit but the optimizer state does not, so stage 1 or 2.",
+    "partition-parameters": "Rule 2: fully replicated parameters do not fit, so stage 3.",
+    "stage-3-or-more-gpus": "Rule 1, one stage further: the parameters fit whole, but stage 1's and 2's "
+    "shards do not on this many GPUs, so stage 3, or add GPUs until stage 2 fits.",
+    "activations": "Rule 3: model state fits under stage 3 but activations do not, so add activation "
+    "checkpointing or use a smaller micro-batch.",
+    "offload": "Offload (not a numbered rule): not even stage 3 fits on the GPUs, so offload state to "
+    "host memory, at a cost in PCIe traffic.",
+    "does-not-fit": "No rule is enough: the model state does not fit on these GPUs even under stage 3, so "
+    "add GPUs, offload to host memory, or shrink the model or the batch.",
 }
 #: Below this share of memory left free, the advice warns (see CLAIMANTS for what else needs the room).
 HEADROOM = Fraction(1, 10)
@@ -42,16 +43,24 @@ CLAIMANTS = {
 #: The warning when the advice counted model state only.
 NO_ACTIVATIONS = (
     "activations were left at 0: only model state is counted, but every GPU also keeps the "
-    "activations of its micro-batch (give them: --activations on the command line, activations= in Python)"
+    "activations of its micro-batch (give them with activations= in Python, or --activations in "
+    "zero-lessons advise)"
 )
 _PAPER = {stage: sum(c.multiple for c in communication.collectives(stage)) for stage in Stage}
-#: Which ranking the advice follows, and what DeepSpeed's defaults change (lesson 7 measures them).
+#: The ranking in one line, as every answer ends.
+RANKING_LINE = (
+    f"Ranking: the ZeRO paper's, lowest stage first (stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per step, "
+    f"stage 3 {_PAPER[Stage.ZERO3]}Ψ); under DeepSpeed's defaults a higher stage costs little or no more."
+)
+#: The ranking at length: the paper's, and what DeepSpeed's defaults send instead (lessons 07 and 08;
+#: the 7.5 B figure is `ds_scale.predict`'s, checked in tests/test_advisor_config.py).
 RANKING = (
     f"Ranking: the ZeRO paper's. Stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per GPU per step and stage 3 "
-    f"sends {_PAPER[Stage.ZERO3]}Ψ, so the lowest stage that fits is the cheapest. Under DeepSpeed's "
-    "defaults ZeRO-1/2 send about 3Ψ (a bucketed all-reduce, then the weight all-gather) and ZeRO-3 "
-    "about 2Ψ in steady state (lesson 7 measures both), so there a higher stage costs little or no "
-    "extra traffic."
+    f"sends {_PAPER[Stage.ZERO3]}Ψ, so the lowest stage that fits sends least. DeepSpeed's defaults "
+    "differ: ZeRO-1/2 send about 3Ψ (a bucketed all-reduce, then the weight all-gather). ZeRO-3 sends "
+    "about 2Ψ on lesson 08's small model, where every gathered weight is kept for the backward pass, "
+    "and about 2.9Ψ for a 7.5 B GPT, where most are gathered again. So under DeepSpeed a higher stage "
+    "costs little or no extra traffic."
 )
 
 
@@ -67,7 +76,8 @@ class Advice:
     reasons: tuple[str, ...]  #: sentences with the numbers, for a reader
     offload: str = "none"  #: "none", "optimizer" or "optimizer+parameters"
     warnings: tuple[str, ...] = ()  #: what to watch: thin headroom, activations left at 0
-    ranking: str = RANKING  #: the ranking of stages this advice follows
+    ranking: str = RANKING  #: the ranking of stages this advice follows, at length
+    ranking_line: str = RANKING_LINE  #: the same in one line, as the answer shows it
 
     def ds_config(self, micro_batch: int = 1) -> dict:
         """The DeepSpeed config for this choice (stage 3 with no offload when nothing fits at all)."""
@@ -96,15 +106,16 @@ class Advice:
             "reasons": list(self.reasons),
             "warnings": list(self.warnings),
             "ranking": self.ranking,
+            "ranking_line": self.ranking_line,
         }
 
     def lines(self, bullet: str = "  - ") -> list[str]:
-        """The advice as lines of text: the choice and its rule, the reasons, the warnings, the ranking."""
+        """The advice as lines of text: the choice and its rule, reasons, warnings and the ranking line."""
         return [
             f"{_capital(self.headline)}. {RULES[self.rule]}",
             *(bullet + r for r in self.reasons),
             *(f"{bullet}warning: {w}" for w in self.warnings),
-            bullet + self.ranking,
+            bullet + self.ranking_line,
         ]
 
     def __repr__(self) -> str:
@@ -179,8 +190,9 @@ def choose(
         reasons.append(
             "activations outweigh the model state: checkpointing would save more than a higher stage"
         )
+    higher = [(s.label, needs[s]) for s in Stage if stage is not None and s > stage]
     warnings = (
-        *(() if stage is None else _headroom(needs[stage], gpu_memory, "per GPU", show)),
+        *(() if stage is None else _headroom(needs[stage], gpu_memory, "per GPU", show, higher)),
         *(() if act else (NO_ACTIVATIONS,)),
     )
     return Advice(stage, rule, needs, gpu_memory, act, tuple(reasons), warnings=warnings)
@@ -209,13 +221,17 @@ def _rule(setup: Setup, stage: Stage, act: Fraction, show, reasons: list[str]) -
     return "stage-3-or-more-gpus"
 
 
-def _headroom(need: Fraction, capacity: Fraction, where: str, show) -> tuple[str, ...]:
-    """A warning when `need` leaves less than HEADROOM of `capacity` free; `where` is a key of CLAIMANTS."""
+def _headroom(need: Fraction, capacity: Fraction, where: str, show, options=()) -> tuple[str, ...]:
+    """A warning when `need` leaves less than HEADROOM of `capacity` free; `where` is a key of CLAIMANTS.
+
+    The warning names the first of `options` ((label, bytes needed), next choices up) that leaves HEADROOM.
+    """
     if capacity - need >= capacity * HEADROOM:
         return ()
     return (
         f"only {show(capacity - need)} of {show(capacity)} {where} is left free, under "
-        f"{units.format_number(100 * HEADROOM)}%: {CLAIMANTS[where]}",
+        f"{units.format_number(100 * HEADROOM)}%: {CLAIMANTS[where]}"
+        + host_check.roomier(list(options), capacity, HEADROOM, show),
     )
 
 
@@ -237,56 +253,30 @@ def _offload(
     )
     if host is None:
         reasons.append("no host memory given, so offload was not considered")
-    found = None if host is None else _least_offload(setup, act, host, per_node, show, reasons)
+    found = None if host is None else host_check.least_offload(setup, act, host, per_node, show, reasons)
     warnings = () if act else (NO_ACTIVATIONS,)
     if found is None:
         return Advice(None, "does-not-fit", needs, setup.gpu_memory, act, tuple(reasons), warnings=warnings)
     plan, ds_host = found
+    later = offload.plans(setup, act, per_node)[offload.ORDER.index((plan.stage, plan.offload)) + 1 :]
+    roomier = [
+        (f"{p.stage.label} with {p.offload} offload", p.gpu)
+        for p in later
+        if _host_fits(setup, p, host, per_node)
+    ]
     warnings = (
-        *_headroom(plan.gpu, setup.gpu_memory, "per GPU", show),
+        *_headroom(plan.gpu, setup.gpu_memory, "per GPU", show, roomier),
         *_headroom(Fraction(max(plan.host, ds_host)), host, "of host memory per node", show),
+        *filter(None, [host_check.zero_init_warning(setup, plan, host, per_node, show)]),
         *warnings,
     )
     return Advice(plan.stage, "offload", needs, setup.gpu_memory, act, tuple(reasons), plan.offload, warnings)
 
 
-def _least_offload(
-    setup: Setup, act: Fraction, host: Fraction, per_node: int, show, reasons: list[str]
-) -> tuple[offload.Plan, int] | None:
-    """The first plan in offload's order whose GPU part fits and whose host part fits by both counts."""
-    tried = offload.plans(setup, act, per_node)
-    for plan in tried:
-        if plan.gpu > setup.gpu_memory:
-            continue
-        ds_host = offload.deepspeed_host(setup, plan.stage, plan.offload, per_node)
-        reasons.append(_host_reason(setup, plan, ds_host, host, per_node, show))
-        if max(plan.host, ds_host) <= host:
-            return plan, ds_host
-    if all(plan.gpu > setup.gpu_memory for plan in tried):
-        reasons.append(
-            f"even with optimizer and parameters offloaded, {show(tried[-1].gpu)} per GPU is more "
-            f"than {show(setup.gpu_memory)}"
-        )
-    else:
-        reasons.append(f"no offload fits {show(host)} of host memory per node by both counts")
-    return None
-
-
-def _host_reason(setup: Setup, plan: offload.Plan, ds_host: int, host: Fraction, per_node: int, show) -> str:
-    """One offload choice's GPU and host memory, by the paper's count and by DeepSpeed's estimator."""
-    head = (
-        f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU; host memory per node "
-        f"{show(plan.host)} by the paper's count and {show(ds_host)} by DeepSpeed's estimator, "
-        f"of {show(host)}"
-    )
-    if ds_host <= host:
-        return head + (": fits" if plan.host <= host else ": the paper's count does not fit")
-    nodes = offload.node_count(setup.gpus, per_node)
-    ours, theirs = (units.format_number(Fraction(b * nodes, setup.params), 2) for b in (plan.host, ds_host))
-    return (
-        f"{head}: DeepSpeed's accounting does not fit, because {offload.DEEPSPEED_HOST[plan.stage]} "
-        f"({theirs} bytes per parameter across the hosts, where the paper counts {ours})"
-    )
+def _host_fits(setup: Setup, plan: offload.Plan, host: Fraction, per_node: int) -> bool:
+    """Whether `plan` fits `host` bytes per node by both counts, the paper's and DeepSpeed's estimator."""
+    ds_host = offload.deepspeed_host(setup, plan.stage, plan.offload, per_node)
+    return max(plan.host, ds_host) <= host
 
 
 def advise_model(

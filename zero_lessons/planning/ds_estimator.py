@@ -21,6 +21,8 @@ from .. import checks, units
 DEEPSPEED_VERSION = "0.19.8"
 #: Largest `additional_buffer_factor` accepted (DeepSpeed's default is 1.5).
 MAX_BUFFER_FACTOR = 1000
+#: The header DeepSpeed prints above the lines: "per CPU" is host memory per node.
+HEADER = "  per CPU  |  per GPU |   Options"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,13 @@ class Estimate:
     def line(self) -> str:
         """The line as DeepSpeed prints it: GiB figures labelled "GB"."""
         return f" {self.cpu_bytes / units.GiB:7.2f}GB | {self.gpu_bytes / units.GiB:6.2f}GB | {self.options}"
+
+
+def printout(rows) -> str:
+    """`rows` (Estimates) under DeepSpeed's header, as it prints them, without its trailing blanks."""
+    if not isinstance(rows, (tuple, list)) or not all(isinstance(r, Estimate) for r in rows):
+        raise TypeError(f"rows must be a list of ds_estimator.Estimate, got {checks.kind(rows)}")
+    return "\n".join(line.rstrip() for line in [HEADER, *(r.line() for r in rows)])
 
 
 def _floor(value: Fraction) -> int:
@@ -195,7 +204,9 @@ class Explained:
         head, *body = self.cells(lambda text: f"\0{text}\1")  # marks kept through escape()
 
         def cell(tag: str, text: str) -> str:
-            marked = escape(text).replace("\n", "<br>").replace("\0", "<b>").replace("\1", "</b>")
+            marked = (
+                escape(text, quote=False).replace("\n", "<br>").replace("\0", "<b>").replace("\1", "</b>")
+            )
             return f"<{tag}>{marked}</{tag}>"
 
         rows = ["<tr>" + "".join(cell("th", c) for c in head) + "</tr>"]
@@ -260,9 +271,10 @@ def _zero3_terms(
     state = Fraction(18 if par else 16, nodes)
     if not init:
         return tuple(gpu), (_host_max(p, per_node, state, factor),)
-    nodes_text = f"{nodes} node" + ("s" if nodes > 1 else "")
-    formula = f"{18 if par else 16} B × Ψ / {nodes_text} × {units.format_number(factor)}"
-    return tuple(gpu), (Term("offloaded state, this node's share", formula, p * state * factor),)
+    share = f" / {nodes} nodes" if nodes > 1 else ""  # one node holds all of it
+    formula = f"{18 if par else 16} B × Ψ{share} × {units.format_number(factor)}"
+    what = "offloaded state" + (", this node's share" if nodes > 1 else "")
+    return tuple(gpu), (Term(what, formula, p * state * factor),)
 
 
 def explain_zero3(

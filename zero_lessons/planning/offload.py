@@ -166,12 +166,17 @@ def least(setup: Setup, activations: Fraction, host: Fraction, gpus_per_node: in
     )
 
 
-def deepspeed_host(setup: Setup, stage: Stage, offload: str, gpus_per_node: int) -> int:
-    """Host bytes per node DeepSpeed's own estimator gives for an offload (zero.Init on, buffer factor 1.5).
+def deepspeed_host(
+    setup: Setup, stage: Stage, offload: str, gpus_per_node: int, *, zero_init: bool = True
+) -> int:
+    """Host bytes per node DeepSpeed's own estimator gives for an offload (buffer factor 1.5).
 
-    Its host figure under offload does not depend on the largest layer, so none is needed.
+    At stage 3 it depends on `zero_init`: whether the training script builds the model inside
+    `deepspeed.zero.Init` (code, not a config key). Stages 1 and 2 have one figure either way. Under
+    offload the host figure does not depend on the largest layer, so none is needed.
     """
     checks.instance("setup", setup, Setup, "an inputs.Setup")
+    zero_init = checks.flag("zero_init", zero_init)
     stage, offload = rule(stage, offload)
     if offload == "none":
         raise ValueError("offload must be optimizer or optimizer+parameters for a host estimate, got 'none'")
@@ -185,7 +190,7 @@ def deepspeed_host(setup: Setup, stage: Stage, offload: str, gpus_per_node: int)
         per_node,
         nodes,
         cpu_offload=True,
-        zero_init=True,
+        zero_init=zero_init,
         cpu_offload_params=offload == "optimizer+parameters",
     ).cpu_bytes
 

@@ -167,10 +167,31 @@ def _draw_phase(ax, x: int, y: int, plan: tuple[Collective, ...]) -> None:
     width = 0.94 / max(len(plan), 1)
     for i, c in enumerate(plan):
         left = x + 0.03 + i * width
-        ax.add_patch(plt.Rectangle((left, y + 0.12), width - 0.02, 0.76, facecolor=OP_COLOURS[c.op], lw=0))
+        pieces = _pieces(c, left, width - 0.02)
+        for start, span in pieces:
+            ax.add_patch(plt.Rectangle((start, y + 0.12), span, 0.76, facecolor=OP_COLOURS[c.op], lw=0))
         label = f"{c.op}\n{c.state} · {c.multiple}Ψ".replace(" · 1Ψ", " · Ψ")
+        if c.when.startswith("end of") or "bucket" in c.when:
+            label += "\n" + ("at the end" if c.when.startswith("end of") else "bucket by bucket")
         size = 7 if len(plan) == 1 else 6.3  # two boxes share a cell: "reduce-scatter" must fit
-        ax.text(left + width / 2, y + 0.5, label, ha="center", va="center", fontsize=size, color="white")
+        middle = (pieces[0][0] + pieces[-1][0] + pieces[-1][1]) / 2
+        pill = {
+            "facecolor": OP_COLOURS[c.op],
+            "edgecolor": "none",
+            "pad": 1,
+        }  # covers the gaps between slices
+        ax.text(middle, y + 0.5, label, ha="center", va="center", fontsize=size, color="white", bbox=pill)
+
+
+def _pieces(c: Collective, left: float, width: float) -> list[tuple[float, float]]:
+    """Where a collective's box sits in its slot: bucket by bucket as four slices across the phase, and
+    "end of" the phase with a blank start, so the two plans of ZeRO-1 and ZeRO-2 look different."""
+    if "bucket" in c.when:
+        step = width / 4
+        return [(left + k * step, step - 0.02) for k in range(4)]
+    if c.when.startswith("end of"):
+        return [(left + width * 0.35, width * 0.65)]
+    return [(left, width)]
 
 
 @dataclass(frozen=True, repr=False)

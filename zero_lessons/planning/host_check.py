@@ -1,0 +1,89 @@
+"""Offload plans checked on the host by both counts: the paper's, and DeepSpeed's estimator.
+
+DeepSpeed's ZeRO-3 host figure depends on whether the training script builds the model inside
+`deepspeed.zero.Init`. That is a line of code, not a config key, so no emitted config can switch it
+on. The advice counts with zero.Init, as DeepSpeed's `zero_init=1` line does, says so in its reason,
+and warns when the figure without zero.Init (every process first builds the whole model in fp32 on
+the host) would not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+from .. import units
+from ..inputs import Setup
+from ..stages import Stage
+from . import offload
+
+#: How the advice shows bytes: `units.format_bytes` with the caller's unit.
+Show = Callable[[Fraction | int], str]
+
+
+def least_offload(
+    setup: Setup, act: Fraction, host: Fraction, per_node: int, show: Show, reasons: list[str]
+) -> tuple[offload.Plan, int] | None:
+    """The first plan in offload's order whose GPU part fits and whose host part fits by both counts.
+
+    A reason is added to `reasons` for every plan whose GPU part fits, and one more when none fits.
+    """
+    tried = offload.plans(setup, act, per_node)
+    for plan in tried:
+        if plan.gpu > setup.gpu_memory:
+            continue
+        ds_host = offload.deepspeed_host(setup, plan.stage, plan.offload, per_node)
+        reasons.append(host_reason(setup, plan, ds_host, host, per_node, show))
+        if max(plan.host, ds_host) <= host:
+            return plan, ds_host
+    if all(plan.gpu > setup.gpu_memory for plan in tried):
+        reasons.append(
+            f"even with optimizer and parameters offloaded, {show(tried[-1].gpu)} per GPU is more "
+            f"than {show(setup.gpu_memory)}"
+        )
+    else:
+        reasons.append(f"no offload fits {show(host)} of host memory per node by both counts")
+    return None
+
+
+def host_reason(
+    setup: Setup, plan: offload.Plan, ds_host: int, host: Fraction, per_node: int, show: Show
+) -> str:
+    """One offload choice's GPU and host memory, by the paper's count and by DeepSpeed's estimator."""
+    init = " with zero.Init" if plan.stage is Stage.ZERO3 else ""
+    head = (
+        f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU; host memory per node "
+        f"{show(plan.host)} by the paper's count and {show(ds_host)} by DeepSpeed's estimator{init}, "
+        f"of {show(host)}"
+    )
+    if ds_host <= host:
+        return head + (": fits" if plan.host <= host else ": the paper's count does not fit")
+    nodes = offload.node_count(setup.gpus, per_node)
+    ours, theirs = (units.format_number(Fraction(b * nodes, setup.params), 2) for b in (plan.host, ds_host))
+    return (
+        f"{head}: DeepSpeed's accounting does not fit, because {offload.DEEPSPEED_HOST[plan.stage]} "
+        f"({theirs} bytes per parameter across the hosts, where the paper counts {ours})"
+    )
+
+
+def zero_init_warning(setup: Setup, plan: offload.Plan, host: Fraction, per_node: int, show: Show) -> str:
+    """The warning that a stage-3 offload fits the host only if the model is built under zero.Init, or ""."""
+    if plan.stage is not Stage.ZERO3:
+        return ""
+    bare = offload.deepspeed_host(setup, plan.stage, plan.offload, per_node, zero_init=False)
+    if bare <= host:
+        return ""
+    return (
+        "the host fits only if the training script builds the model inside deepspeed.zero.Init, which is "
+        f"code, not a config key; without it DeepSpeed's estimator counts {show(bare)} per node (an fp32 "
+        f"copy of the whole model in each of the node's {min(per_node, setup.gpus)} processes, × 1.5), "
+        f"more than {show(host)}"
+    )
+
+
+def roomier(options: list[tuple[str, Fraction]], capacity: Fraction, share: Fraction, show: Show) -> str:
+    """'; X would leave Y free' for the first (label, bytes needed) leaving `share` of `capacity`, or ''."""
+    for label, need in options:
+        if capacity - need >= capacity * share:
+            return f"; {label} would leave {show(capacity - need)} free"
+    return ""
