@@ -221,5 +221,12 @@ def test_one_explorer_update_checks_each_input_once_and_computes_each_quantity_o
     # scaling grid's top); as a check of an input it runs once for Ψ and once for N_d.
     named = Counter(call.args[0] for call in counted["checks.whole"].call_args_list)
     assert (named["params"], named["gpus"], named["max_gpus"]) == (1, 1, 1)
-    assert set(named) == {"params", "gpus", "max_gpus", "digits", "count"}
+    assert set(named) == {
+        "params",
+        "gpus",
+        "max_gpus",
+        "digits",
+        "count",
+        "left",
+    }  # left: a table row's text columns
     assert named["count"] == 3  # the titles of the table, the bars and the scaling chart say "7.5B"

@@ -174,6 +174,8 @@ SPECS = {
     "units.unit_name": (units.unit_name, {"_unit": arg(UNIT, "unit")}),
     "units.in_unit": (units.in_unit, {"_nbytes": arg(BYTES), "_unit": arg(UNIT)}),
     "units.format_number": (units.format_number, {"_value": arg(BYTES), "digits": arg(st.integers(0, 30))}),
+    "units.format_count_exact": (units.format_count_exact, {"count": arg(st.integers(0, 10**15))}),
+    "units.format_duration": (units.format_duration, {"seconds": arg(st.fractions(0, 10**6))}),
     "units.format_bytes": (units.format_bytes, {"_nbytes": arg(BYTES), "_unit": arg(UNIT)}),
     "units.format_count": (units.format_count, {"_count": arg(PARAMS), "digits": arg(st.integers(0, 12))}),
     "units.format_rate": (units.format_rate, {"_rate": arg(RATE.filter(lambda r: not isinstance(r, str)))}),
@@ -382,6 +384,21 @@ SPECS = {
     ),
     "svg.draw": (svg.draw, {"chart": arg(st.just(figures.stage_bars(TABLE)))}),
     "html.advice_html": (html.advice_html, {"advice": arg(st.just(VIEW.advice))}),
+    "html.table_start": (
+        html.table_start,
+        {
+            "css_class": arg(st.sampled_from(["zero-table", "fit-table"])),
+            "caption": arg(st.text(max_size=30)),
+        },
+    ),
+    "html.table_row": (
+        html.table_row,
+        {
+            "cells": arg(st.lists(st.text(max_size=10), max_size=5)),
+            "left": arg(st.integers(0, 5)),
+            "header": arg(st.booleans()),
+        },
+    ),
     "html.comm_html": (html.comm_html, {"rows": arg(st.just(VIEW.comm)), "table": arg(st.just(TABLE))}),
     "advice.advise": (
         advice.advise,

@@ -74,7 +74,7 @@ def test_lesson_shape(path):
 def test_folded_answers_stay_folded(path):
     """The cell that checks a folded answer is collapsed in JupyterLab and in the book, and prints nothing."""
     every = json.loads(path.read_text())["cells"]
-    for before, cell in zip(every, every[1:]):
+    for before, cell in zip(every, every[1:], strict=False):
         if before["cell_type"] == "markdown" and "<details>" in "".join(before["source"]):
             if cell["cell_type"] != "code":
                 continue

@@ -1,4 +1,4 @@
-"""Command line: `python -m zero_lessons table|fit|advise|lab|recipes|step|run|workshop|grade` (`zero-lessons`).
+"""Command line: `python -m zero_lessons SUBCOMMAND` (the `zero-lessons` script); `--help` lists them all.
 
 The parts: `grammar` builds the flags from `inputs.FIELDS`, so every value is read and checked
 once, where the text comes in; `output` prints answers and turns every failure into one line.

@@ -17,12 +17,21 @@ _CELL = "padding:3px 10px;white-space:nowrap;text-align:{};border-bottom:{}"
 
 def table_start(css_class: str, caption: str | None = None) -> str:
     """The opening tag of a styled table of class `css_class`, with its caption if one is given."""
+    checks.instance("css_class", css_class, str, "text")
+    if caption is not None:
+        checks.instance("caption", caption, str, "text or None")
     head = f"<table class='{escape(css_class)}' style='{_TABLE}'>"
     return head + (f"<caption style='{_CAPTION}'>{escape(caption)}</caption>" if caption else "")
 
 
 def table_row(cells: list[str], *, left: int, header: bool = False, attrs: str = "") -> str:
     """One table row: the first `left` (text) columns aligned left, numbers right, cells padded apart."""
+    checks.instance("cells", cells, (list, tuple), "a list of text")
+    for cell in cells:
+        checks.instance("cells", cell, str, "a list of text")
+    checks.whole("left", left, low=0, high=len(cells))
+    checks.flag("header", header)
+    checks.instance("attrs", attrs, str, "text")
     tag, rule = ("th", "2px solid #999") if header else ("td", "1px solid #ddd")
     return (
         f"<tr{attrs}>"
