@@ -2,8 +2,8 @@
 the predictions, and where the real code departs from the paper's formula, the test pins what it does.
 
 The matrix (1, 2 and 4 ranks, every mode) runs once per session, in the `lab_run` fixture. That fixture also
-lets lesson 07, which nbval executes later in the same `make test`, reuse this run instead of starting the
-ranks again (see `zero_lessons.lab.reuse`).
+lets lessons 07 and 08, which nbval executes later in the same `make test`, reuse this run instead of
+starting the ranks again (see `zero_lessons.lab.reuse`).
 """
 
 import ipaddress
@@ -104,7 +104,7 @@ class LabRun:
 
 @pytest.fixture(scope="session")
 def lab_run(tmp_path_factory):
-    """One full lab run, shared by the tests below and by lesson 07 later in the session.
+    """One full lab run, shared by the tests below and by lessons 07 and 08 later in the session.
 
     It runs with GLOO_SOCKET_IFNAME naming a non-loopback interface, where the machine has one, so that
     the ranks must bind to loopback on their own; meanwhile a thread records the ranks' sockets.
@@ -246,58 +246,77 @@ CONTROL_1_2 = [
 ]  # gradient norm, overflow flag
 
 
+def _bf16(row, op: str) -> list[int]:
+    """Elements of each bf16 message of one collective in the measured steady-state step, sorted."""
+    return sorted(m.elements for m in row.measured.traffic.messages if m.op == op and m.dtype == "bfloat16")
+
+
 @pytest.mark.parametrize("gpus", [1, 2, 4])
-def test_deepspeed_stages_1_and_2_hold_and_send_the_same_at_this_size(rows, gpus):
-    """Both all-reduce the whole gradient (the default multi-rank bucket all-reduce), then all-gather the
-    padded bf16 buffer: about 3Ψ by the paper's count, not its 2Ψ. After the backward pass both hold the
-    same bytes."""
+def test_deepspeed_stages_1_and_2_all_reduce_bucket_by_bucket(rows, gpus):
+    """With 1,000-element buckets the gradients fill three buckets, each all-reduced whole (the default
+    multi-rank bucket all-reduce): Ψ all-reduced, then the padded bf16 buffer all-gathered, about 3Ψ by the
+    paper's count, not its 2Ψ. Stage 1 fills its buckets after backward in forward order (420 | 930 | 155);
+    stage 2 during backward, last layer first, each bias before its weight (185 | 930 | 390). After the
+    backward pass both hold the same bytes."""
     one, two = rows.ranks("ds_zero1", gpus), rows.ranks("ds_zero2", gpus)
     assert [r.measured.held for r in one] == [r.measured.held for r in two]
+    assert _bf16(one[0], "all_reduce") == [155, 420, 930] and 420 == 390 + 30 and 155 == 150 + 5
+    assert _bf16(two[0], "all_reduce") == [185, 390, 930] and 185 == 5 + 150 + 30
     flat = predict_deepspeed.padded_flat(PSI, gpus)
-    gather = [Message("all_gather", flat, "bfloat16")] if gpus > 1 else []
-    assert (
-        one[0].measured.traffic.messages
-        == two[0].measured.traffic.messages
-        == tuple(sorted([Message("all_reduce", PSI, "bfloat16"), *CONTROL_1_2, *gather]))
-    )
     assert {1: 1506, 2: 1508, 4: 1512}[gpus] == flat  # padded to a multiple of 2N
+    for row in (one[0], two[0]):
+        assert _bf16(row, "all_gather") == (
+            [flat] if gpus > 1 else []
+        )  # allgather_bucket_size splits nothing
+        assert sorted(m for m in row.measured.traffic.messages if m.dtype != "bfloat16") == CONTROL_1_2
+        assert row.measured.traffic.paper_elements == 2 * PSI + (flat if gpus > 1 else 0) + 2 * 2
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
-def test_deepspeed_stage_2_without_bucket_all_reduce_reduces_to_owners(rows, gpus):
-    found = rows.get("ds_zero2_reduce", gpus).measured.traffic.messages
-    reduces = [m.elements for m in found if m.op == "reduce"]
-    assert (
-        sum(reduces) == PSI and len(reduces) == gpus
-    )  # one reduce per owner: Ψ in all, so ≈ 2Ψ with the gather
-    assert sorted(reduces) == sorted({2: [754, 751], 4: [378, 378, 378, 371]}[gpus])
+def test_deepspeed_stage_2_without_bucket_all_reduce_reduces_each_bucket_to_its_owners(rows, gpus):
+    """Each bucket is reduced once per rank whose slice it touches: Ψ in all, so ≈ 2Ψ with the gather.
+    On 2 ranks (slices of 754) the 930-element bucket (the 30-bias and the 30x30 weight, flat positions 390
+    to 1,319) straddles the boundary: 364 elements go to rank 0 and 566 to rank 1."""
+    reduces = _bf16(rows.get("ds_zero2_reduce", gpus), "reduce")
+    assert sum(reduces) == PSI and len(reduces) > gpus
+    assert reduces == {2: [185, 364, 390, 566], 4: [12, 185, 186, 366, 378, 378]}[gpus]
+    assert 364 == 754 - 390 and 566 == 1_320 - 754
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
-def test_deepspeed_stage_3_shards_each_parameter_evenly_and_reuses_gathered_parameters(rows, gpus):
+def test_deepspeed_stage_3_shards_each_parameter_and_reduce_scatters_bucket_by_bucket(rows, gpus):
     piece = sum(
         -(-n // gpus) for n in SIZES
     )  # ceil(n/N) elements of each parameter, written out independently
     assert piece == {2: 753, 4: 379}[gpus]
-    for r in rows.ranks("ds_zero3", gpus):
-        held = r.measured.held
-        assert (held.weights, held.gradients, held.optimizer) == (2 * piece, 2 * piece, 12 * piece)
-    steady = rows.get("ds_zero3", gpus).measured
-    assert steady.traffic.elements == {
-        "all_gather": gpus * piece,
-        "reduce_scatter": gpus * piece,
-        "all_reduce": 1,
-    }
+    for mode in ("ds_zero3", "ds_zero3_short_reuse", "ds_zero3_reuse0", "ds_zero3_no_reuse"):
+        for r in rows.ranks(mode, gpus):
+            held = r.measured.held
+            assert (held.weights, held.gradients, held.optimizer) == (2 * piece, 2 * piece, 12 * piece)
+        # backward: the last layer (155), then the 30x30 weight and its bias (930), then the first layer
+        # (420), each tensor padded to N pieces
+        assert _bf16(rows.get(mode, gpus), "reduce_scatter") == {2: [156, 420, 930], 4: [160, 424, 932]}[gpus]
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_deepspeed_stage_3_reuses_what_the_next_uses_need(rows, gpus):
+    """What stage 3 gathers again in backward depends on the reuse distance. Layer sizes padded to N pieces:
+    420 | 930 | 155 on 2 ranks, 424 | 932 | 160 on 4."""
+    first, middle, last = {2: (420, 930, 156), 4: (424, 932, 160)}[gpus]
+    once = first + middle + last
+
+    def gathered(mode):
+        return sum(_bf16(rows.get(mode, gpus), "all_gather"))
+
+    assert gathered("ds_zero3") == once  # default distance (10^9): all kept from forward to backward: ≈ 2Ψ
+    assert len(_bf16(rows.get("ds_zero3", gpus), "all_gather")) == 3  # in three prefetches of ≤ 500 or so
+    assert gathered("ds_zero3_short_reuse") == once + first  # 400: the last two layers kept
+    assert (
+        gathered("ds_zero3_reuse0") == once + first + middle
+    )  # 0: only what prefetch had passed (last layer)
+    assert gathered("ds_zero3_no_reuse") == 2 * once  # no prefetch either: every layer twice, the paper's 3Ψ
     # The first step has no trace yet: it gathers layer by layer, in the forward pass and again in backward.
-    assert steady.first_step.elements["all_gather"] == 2 * gpus * piece
-    no_reuse = rows.get("ds_zero3_no_reuse", gpus).measured.traffic.elements
-    assert no_reuse == {
-        "all_gather": 2 * gpus * piece,
-        "reduce_scatter": gpus * piece,
-        "all_reduce": 1,
-    }  # the 3Ψ
-    # The reuse distance alone changes nothing here: the prefetcher already passed every backward use.
-    assert rows.get("ds_zero3_reuse0", gpus).measured.traffic == steady.traffic
+    assert rows.get("ds_zero3", gpus).measured.first_step.elements["all_gather"] == 2 * once
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
@@ -315,6 +334,7 @@ def test_deepspeed_default_persistence_keeps_small_parameters_whole(rows, gpus):
 def test_deepspeed_on_one_rank_stage_3_never_gathers(rows):
     for mode in ("ds_zero3", "ds_zero3_no_reuse", "ds_zero3_persistent"):
         one = rows.get(mode, 1).measured
+        assert _bf16(rows.get(mode, 1), "reduce_scatter") == [155, 420, 930]  # still one per bucket
         assert "all_gather" not in one.traffic.elements and one.held.weights == 2 * PSI
 
 
@@ -348,8 +368,8 @@ def test_results_lookups_name_what_is_missing(rows):
 
 
 def test_the_session_reuses_its_run_and_only_the_same_run(lab_run, tmp_path, monkeypatch):
-    """Lesson 07 calls `lab.run((1, 2, 4))` in this session: it gets these measurements without starting a
-    rank, with predictions computed again. Another matrix, or reuse switched off, finds nothing."""
+    """Lessons 07 and 08 call `lab.run((1, 2, 4))` in this session: they get these measurements without
+    starting a rank, with predictions computed again. Another matrix, or reuse switched off, finds nothing."""
     start = time.monotonic()
     again, seconds = lab.run((1, 2, 4))
     assert time.monotonic() - start < 5 and multiprocessing.active_children() == []
@@ -564,3 +584,44 @@ def test_ctrl_c_stops_the_lab_and_leaves_no_process_behind(whole_group):
     while time.monotonic() < deadline and any(_alive(k) for k in kids):
         time.sleep(0.2)
     assert [k for k in kids if _alive(k)] == []
+
+
+def _knobs(mode: str):
+    """A lab mode's DeepSpeed settings as `ds_scale.Knobs`; DeepSpeed's defaults where it says nothing."""
+    from zero_lessons.planning.ds_scale import Knobs
+
+    setting = modes.get(mode).zero
+    names = {
+        "reduce_bucket_size": "reduce_bucket_size",
+        "multi_rank_all_reduce": "use_multi_rank_bucket_allreduce",
+        "prefetch_bucket_size": "stage3_prefetch_bucket_size",
+        "max_live_parameters": "stage3_max_live_parameters",
+        "max_reuse_distance": "stage3_max_reuse_distance",
+    }
+    return Knobs(**{knob: setting[name] for knob, name in names.items() if name in setting})
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_the_real_size_prediction_follows_the_rules_the_lab_measured(rows, gpus):
+    """`planning.ds_scale` predicts a 7.5 B model from the same rules; run at the lab's size with the lab's
+    settings, it gives exactly what the ranks measured: every bf16 message, and the fullest rank's bytes."""
+    from zero_lessons.planning import ds_scale
+
+    for mode in (
+        "ds_zero0",
+        "ds_zero1",
+        "ds_zero2",
+        "ds_zero2_reduce",
+        *(m for m in lab.MODE_NAMES if m.startswith("ds_zero3") and m != "ds_zero3_persistent"),
+    ):
+        stage = modes.get(mode).stage
+        found = ds_scale.predict(MODEL.layers, gpus, _knobs(mode))[stage]
+        measured = rows.ranks(mode, gpus)
+        bf16 = sorted(
+            (m.op, m.elements) for m in measured[0].measured.traffic.messages if m.dtype == "bfloat16"
+        )
+        assert sorted(found.messages) == bf16, mode
+        assert found.held == max(r.measured.held.states for r in measured), mode
+    pieces = gpus * sum(-(-n // gpus) for n in SIZES)
+    # DeepSpeed's defaults at the lab's size: one bucket, every parameter reused: gathered once, ≈ 2Ψ
+    assert ds_scale.predict(MODEL.layers, gpus)[3].sent == 2 * pieces

@@ -68,6 +68,16 @@ class Mode:
         return {"stage": int(self.stage), **self.zero}
 
 
+#: The lab's DeepSpeed buckets, in elements. Each holds the model's largest tensor (900) but not the model
+#: (1,505), as DeepSpeed's defaults (500,000,000) hold any one tensor of a 7.5 B model but not the model; so
+#: the lab's gradients fill several buckets and stage 3 gathers several times a step, as at real size.
+BUCKETS = {"reduce_bucket_size": 1_000, "allgather_bucket_size": 1_000}
+#: Stage 3's prefetch and live-parameter limits: about a third and two thirds of the model (the defaults,
+#: 50,000,000 and 1,000,000,000, are a small part of a 7.5 B model; in the lab one tensor is already a lot).
+PREFETCH = {"stage3_prefetch_bucket_size": 500, "stage3_max_live_parameters": 1_000}
+#: Every stage 3 parameter sharded (DeepSpeed keeps ones of up to 100,000 elements whole by default).
+SHARDED = {"stage3_param_persistence_threshold": 0}
+
 MODES: tuple[Mode, ...] = (
     Mode("ddp", "DDP", Stage.DP, Wrapping("ddp")),
     Mode(
@@ -90,38 +100,46 @@ MODES: tuple[Mode, ...] = (
         Wrapping("fully_shard", param_dtype="bfloat16"),
     ),
     Mode("ds_zero0", "DeepSpeed ZeRO-0", Stage.DP),
-    Mode("ds_zero1", "DeepSpeed ZeRO-1", Stage.ZERO1),
-    Mode("ds_zero2", "DeepSpeed ZeRO-2", Stage.ZERO2),
+    Mode("ds_zero1", "DeepSpeed ZeRO-1", Stage.ZERO1, zero=BUCKETS),
+    Mode("ds_zero2", "DeepSpeed ZeRO-2", Stage.ZERO2, zero=BUCKETS),
     Mode(
         "ds_zero2_reduce",
         "DeepSpeed ZeRO-2, reduce to owners",
         Stage.ZERO2,
-        zero={"use_multi_rank_bucket_allreduce": False},
+        zero={**BUCKETS, "use_multi_rank_bucket_allreduce": False},
     ),
+    Mode("ds_zero3", "DeepSpeed ZeRO-3, all sharded", Stage.ZERO3, zero={**BUCKETS, **PREFETCH, **SHARDED}),
     Mode(
-        "ds_zero3",
-        "DeepSpeed ZeRO-3, all sharded",
+        "ds_zero3_short_reuse",
+        "DeepSpeed ZeRO-3, reuse distance 400",
         Stage.ZERO3,
-        zero={"stage3_param_persistence_threshold": 0},
+        zero={**BUCKETS, **PREFETCH, **SHARDED, "stage3_max_reuse_distance": 400},
     ),
     Mode(
         "ds_zero3_reuse0",
         "DeepSpeed ZeRO-3, reuse distance 0",
         Stage.ZERO3,
-        zero={"stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0},
+        zero={**BUCKETS, **PREFETCH, **SHARDED, "stage3_max_reuse_distance": 0},
     ),
     Mode(
         "ds_zero3_no_reuse",
         "DeepSpeed ZeRO-3, no reuse or prefetch",
         Stage.ZERO3,
         zero={
-            "stage3_param_persistence_threshold": 0,
+            **BUCKETS,
+            **PREFETCH,
+            **SHARDED,
             "stage3_max_reuse_distance": 0,
             "stage3_prefetch_bucket_size": 0,
         },
     ),
     # DeepSpeed's default threshold: parameters of up to 100,000 elements stay whole.
-    Mode("ds_zero3_persistent", "DeepSpeed ZeRO-3, default threshold", Stage.ZERO3),
+    Mode(
+        "ds_zero3_persistent",
+        "DeepSpeed ZeRO-3, default threshold",
+        Stage.ZERO3,
+        zero={**BUCKETS, **PREFETCH},
+    ),
 )
 BY_KEY: dict[str, Mode] = {mode.key: mode for mode in MODES}
 #: Key -> name, in report order: every mode, PyTorch's, and DeepSpeed's.

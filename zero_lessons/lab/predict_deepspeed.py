@@ -9,20 +9,24 @@ Adam moments. Three layouts show up, and each needs its own count:
   backward pass a rank keeps the gradients of every parameter that *touches* its slice, whole;
 - stage 3 cuts every parameter on its own into N flat pieces of ⌈n/N⌉ elements, padded.
 
-The rules read the mode's "zero_optimization" settings, so a new mode that only combines known
-settings needs no new rule; a combination no run has shown yet is refused, not guessed.
+What is sent, message by message, follows DeepSpeed's bucket and fetch rules, stated once in
+`planning.ds_traffic` so that the same rules predict a 7.5 B model (`planning.ds_scale`). The rules
+read the mode's "zero_optimization" settings; a combination no run has shown yet is refused.
 """
 
 from __future__ import annotations
 
 from .. import memory
+from ..planning import ds_traffic
 from .model import MODEL, LabModel
 from .modes import Mode
 from .results import Held, Message, Predicted, Traffic
 
 #: DeepSpeed's defaults for the settings these rules read.
 DEFAULTS = {
+    "reduce_bucket_size": 500_000_000,
     "use_multi_rank_bucket_allreduce": True,
+    "stage3_max_live_parameters": 1_000_000_000,
     "stage3_param_persistence_threshold": 100_000,
     "stage3_prefetch_bucket_size": 50_000_000,
     "stage3_max_reuse_distance": 1_000_000_000,
@@ -35,9 +39,7 @@ def setting(mode: Mode, name: str):
     return mode.zero.get(name, DEFAULTS[name])
 
 
-def padded_flat(psi: int, gpus: int) -> int:
-    """Elements in the stage 1/2 flat buffer: Ψ rounded up to a multiple of 2N."""
-    return memory.ceil_div(psi, 2 * gpus) * 2 * gpus
+padded_flat = ds_traffic.padded_flat
 
 
 def slice_len(psi: int, gpus: int) -> int:
@@ -50,16 +52,7 @@ def shard(n: int, gpus: int) -> int:
     return memory.ceil_div(n, gpus)
 
 
-def touched_gradients(sizes: list[int], gpus: int, rank: int) -> int:
-    """Gradient elements a stage 1/2 rank keeps: each parameter overlapping its slice, whole, and padding."""
-    psi, part = sum(sizes), slice_len(sum(sizes), gpus)
-    low, high = rank * part, (rank + 1) * part
-    kept, start = 0, 0
-    for n in sizes:
-        if start < high and start + n > low:
-            kept += n
-        start += n
-    return kept + max(0, high - max(low, psi))
+touched_gradients = ds_traffic.touched_gradients
 
 
 def persistent(mode: Mode, model: LabModel = MODEL) -> list[int]:
@@ -88,52 +81,41 @@ def held(mode: Mode, gpus: int, rank: int, model: LabModel = MODEL) -> Held:
     return Held(weights * (mine + whole), grads * mine, optimizer * mine, FP32, 8 + 1)  # fp64 norm, bool flag
 
 
-def _reduce_messages(mode: Mode, gpus: int, psi: int) -> list[Message]:
-    """Stage 1/2: the gradient all-reduce; with the bucket all-reduce off, a reduce to each slice's owner."""
-    if setting(mode, "use_multi_rank_bucket_allreduce"):
-        return [Message("all_reduce", psi, "bfloat16")]
-    part = slice_len(psi, gpus)
-    owners = [min(psi, (r + 1) * part) - min(psi, r * part) for r in range(gpus)]  # real elements, no padding
-    return [Message("reduce", n, "bfloat16") for n in owners if n > 0]
-
-
 def _gather_messages(mode: Mode, gpus: int, model: LabModel) -> list[Message]:
     """Stage 3's all-gathers in a steady-state step, on more than one rank."""
     kept = persistent(mode, model)
     if len(kept) == len(model.sizes):  # every parameter whole: each rebuilt after the optimizer step
         return [Message("all_gather", gpus * shard(n, gpus), "bfloat16") for n in model.sizes]
-    if not kept and setting(mode, "stage3_prefetch_bucket_size") > 0:
-        # Prefetched in one go and kept from the forward pass to the backward pass: a parameter whose later
-        # use the prefetcher has already passed is never released, whatever the reuse distance.
-        return [Message("all_gather", gpus * sum(shard(n, gpus) for n in model.sizes), "bfloat16")]
-    if not kept and setting(mode, "stage3_max_reuse_distance") == 0:  # layer by layer, forward and backward
-        return 2 * [
-            Message("all_gather", gpus * sum(shard(n, gpus) for n in layer), "bfloat16")
-            for layer in model.layers
-        ]
-    raise ValueError(
-        f"no prediction for mode {mode.key!r}: its stage 3 settings {mode.zero} combine "
-        "persistence, prefetch and reuse in a way no lab run has measured yet"
+    if kept:
+        raise ValueError(
+            f"no prediction for mode {mode.key!r}: it keeps some parameters whole and shards others, "
+            "which no lab run has measured yet"
+        )
+    sizes = model.sizes
+    gathers = ds_traffic.stage3_gathers(
+        model.layers,
+        setting(mode, "stage3_prefetch_bucket_size"),
+        setting(mode, "stage3_max_live_parameters"),
+        setting(mode, "stage3_max_reuse_distance"),
     )
+    return [
+        Message("all_gather", ds_traffic.pieces([sizes[i] for i in g], gpus), "bfloat16") for g in gathers
+    ]
 
 
 def messages(mode: Mode, gpus: int, model: LabModel = MODEL) -> tuple[Message, ...]:
     """Every collective of one steady-state step."""
-    psi = model.param_count
+    psi, bucket = model.param_count, setting(mode, "reduce_bucket_size")
     if mode.stage == 0:
         return (Message("all_reduce", psi, "bfloat16"),)
     if mode.stage in (1, 2):
-        control = [
-            Message("all_reduce", 1, "uint8"),
-            Message("all_reduce", 1, "float32"),
-        ]  # overflow flag, norm
+        flag = setting(mode, "use_multi_rank_bucket_allreduce")
+        reduces = ds_traffic.stage12_reduces(model.layers, int(mode.stage), gpus, bucket, flag)
+        control = [Message("all_reduce", 1, "uint8"), Message("all_reduce", 1, "float32")]  # overflow, norm
         gather = [Message("all_gather", padded_flat(psi, gpus), "bfloat16")] if gpus > 1 else []
-        return tuple(sorted(_reduce_messages(mode, gpus, psi) + control + gather))
-    pieces = gpus * sum(shard(n, gpus) for n in model.sizes)
-    out = [
-        Message("reduce_scatter", pieces, "bfloat16"),
-        Message("all_reduce", 1, "float64"),
-    ]  # gradients, norm
+        return tuple(sorted([Message(op, n, "bfloat16") for op, n in reduces] + control + gather))
+    scatters = ds_traffic.stage3_reduce_scatters(model.layers, gpus, bucket)
+    out = [Message("reduce_scatter", n, "bfloat16") for n in scatters] + [Message("all_reduce", 1, "float64")]
     # On one rank, DeepSpeed makes each parameter a view of its piece instead of gathering.
     return tuple(sorted(out + (_gather_messages(mode, gpus, model) if gpus > 1 else [])))
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from html import escape
 
-from .. import memory
+from .. import communication, memory
 from . import modes
 from .model import MODEL
 from .results import FIELDS, Results, Row
@@ -38,6 +38,12 @@ def sent(row: Row) -> str:
     return f"{elements} = {elements / MODEL.param_count:.3f}Ψ"
 
 
+def held_range(rows: list[Row]) -> str:
+    """Bytes of model state (weights, gradients, optimizer) one rank holds: one number, or "least–most"."""
+    values = [r.measured.held.states for r in rows]
+    return f"{min(values):,}" if len(set(values)) == 1 else f"{min(values):,}–{max(values):,}"
+
+
 def per_rank(values: list) -> str:
     """One value when every rank agrees, else each rank's, in rank order: "7200 / 3120 / 1200 / 520"."""
     return str(values[0]) if len(set(values)) == 1 else " / ".join(map(str, values))
@@ -45,9 +51,6 @@ def per_rank(values: list) -> str:
 
 def cells(rows: Iterable[Row]) -> list[list[str]]:
     """The table as strings, one line per framework and world size, ranks side by side where they differ."""
-    groups: dict[tuple[str, int], list[Row]] = {}
-    for row in rows:
-        groups.setdefault((row.mode, row.gpus), []).append(row)
     return [
         [
             modes.get(mode).name,
@@ -57,8 +60,47 @@ def cells(rows: Iterable[Row]) -> list[list[str]]:
             per_rank([sent(r) for r in ranks]),
             "yes" if all(r.matches for r in ranks) else "NO",
         ]
-        for (mode, gpus), ranks in groups.items()
+        for (mode, gpus), ranks in _groups(rows).items()
     ]
+
+
+BRIEF_HEAD = (
+    "setting",
+    "N",
+    "paper: B per rank",
+    "measured: B per rank",
+    "paper: sent",
+    "measured: sent",
+    "as predicted",
+)
+
+
+def _groups(rows: Iterable[Row]) -> dict[tuple[str, int], list[Row]]:
+    """Rows by (mode, world size), in order."""
+    groups: dict[tuple[str, int], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.mode, row.gpus), []).append(row)
+    return groups
+
+
+def brief_cells(rows: Iterable[Row]) -> list[list[str]]:
+    """The short table: per setting and N, model-state bytes and elements sent, paper beside measured."""
+    out = []
+    for (mode, gpus), ranks in _groups(rows).items():
+        setting = modes.get(mode)
+        paper_sent = communication.multiple_of_psi(communication.collectives(setting.stage))
+        out.append(
+            [
+                setting.name,
+                str(gpus),
+                f"{float(memory.per_gpu(MODEL.param_count, gpus, setting.stage, setting.recipe).total):,g}",
+                held_range(ranks),
+                f"{paper_sent}Ψ",
+                f"{ranks[0].measured.traffic.paper_elements / MODEL.param_count:.2f}Ψ",
+                "yes" if all(r.matches for r in ranks) else "NO",
+            ]
+        )
+    return out
 
 
 def to_text(rows: Iterable[Row]) -> str:
@@ -73,11 +115,12 @@ def to_text(rows: Iterable[Row]) -> str:
     )
 
 
-def to_html(rows: Iterable[Row]) -> str:
-    """An HTML table for the notebook."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in HEAD)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in line) + "</tr>" for line in cells(rows))
-    return f"<div style='overflow-x:auto'><table class='zero-lab'><tr>{head}</tr>{body}</table></div>"
+def to_html(rows: Iterable[Row], head: tuple[str, ...] = HEAD, grid=cells) -> str:
+    """An HTML table for the notebook: every rank's detail, or with `brief_cells` the short one."""
+    rows = list(rows)
+    top = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in line) + "</tr>" for line in grid(rows))
+    return f"<div style='overflow-x:auto'><table class='zero-lab'><tr>{top}</tr>{body}</table></div>"
 
 
 def to_dict(rows: Iterable[Row]) -> list[dict]:
@@ -90,14 +133,42 @@ class Report:
     """A lab run's results, shown as a table in a notebook."""
 
     results: Results  #: one row per framework, world size and rank
+    folded: bool = False  #: shown folded away under "Every rank's numbers", to open on demand
 
     @classmethod
-    def of(cls, results: Results, keys: Iterable[str]) -> Report:
+    def of(cls, results: Results, keys: Iterable[str], folded: bool = False) -> Report:
         """The report for just these modes (e.g. `lab.DEEPSPEED_NAMES`), in the lab's order."""
-        return cls(results.of(keys))
+        return cls(results.of(keys), folded)
 
     def __repr__(self) -> str:
         return to_text(self.results)
 
     def _repr_html_(self) -> str:
-        return to_html(self.results)
+        table = to_html(self.results)
+        if not self.folded:
+            return table
+        summary = "<summary>Every rank's numbers, field by field (click to open)</summary>"
+        return f"<details>{summary}{table}</details>"
+
+
+@dataclass(frozen=True, repr=False)
+class Brief:
+    """The short table a beginner reads first: per setting and N, bytes per rank and traffic, paper beside
+    measured; ranks that differ show as a range."""
+
+    results: Results  #: one row per framework, world size and rank
+
+    @classmethod
+    def of(cls, results: Results, keys: Iterable[str]) -> Brief:
+        """The short table for just these modes, in the lab's order."""
+        return cls(results.of(keys))
+
+    def __repr__(self) -> str:
+        grid = [list(BRIEF_HEAD), *brief_cells(self.results)]
+        widths = [max(len(line[i]) for line in grid) for i in range(len(BRIEF_HEAD))]
+        return "\n".join(
+            "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in grid
+        )
+
+    def _repr_html_(self) -> str:
+        return to_html(self.results, BRIEF_HEAD, brief_cells)

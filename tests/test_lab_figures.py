@@ -1,0 +1,63 @@
+"""The lab's figures: the cuts they draw agree with the lab's own predictions (checked on real ranks in
+tests/test_lab.py), and each renders; the PNGs land in test-artifacts/ for a person to look at."""
+
+from math import prod
+from pathlib import Path
+
+import pytest
+
+from zero_lessons.lab import predict_deepspeed, predict_torch
+from zero_lessons.lab.model import MODEL
+from zero_lessons.present import lab_figures
+
+NAMES = ["W0", "b0", "W1", "b1", "W2", "b2"]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8])
+def test_flat_slices_are_equal_and_pad_the_last_rank(gpus):
+    spans = lab_figures.flat_slices(MODEL.sizes, gpus)
+    per_rank = [sum(s.length for s in spans if s.rank == r) for r in range(gpus)]
+    assert per_rank == [predict_deepspeed.slice_len(MODEL.param_count, gpus)] * gpus
+    padding = sum(s.length for s in spans if s.padding)
+    assert padding == predict_deepspeed.padded_flat(MODEL.param_count, gpus) - MODEL.param_count
+    assert all(s.rank == gpus - 1 for s in spans if s.padding)
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_zero3_pieces_match_the_lab_prediction(gpus):
+    for n in MODEL.sizes:
+        spans = lab_figures.zero3_pieces(n, gpus)
+        assert sum(s.length for s in spans if not s.padding) == n
+        assert {sum(s.length for s in spans if s.rank == r) for r in range(gpus)} == {
+            predict_deepspeed.shard(n, gpus)
+        }
+
+
+def test_fsdp2_padding_is_uneven_by_rank_as_the_lab_measures():
+    """On 4 ranks: 0, 0, 31 and 152 padding elements; 183 in all, not 45.75 on each rank."""
+    padding = lab_figures.fsdp2_padding(MODEL.shapes, 4)
+    assert padding == [0, 0, 31, 152] and sum(padding) == 183
+    padded = sum(predict_torch.fsdp_padded(s, 4) for s in MODEL.shapes)
+    real = [sum(predict_torch.chunk_rows(s[0], 4, r) * prod(s[1:]) for s in MODEL.shapes) for r in range(4)]
+    assert [padded - n for n in real] == padding
+
+
+def test_bad_input_names_the_field():
+    with pytest.raises(ValueError, match="gpus must be a whole number from 1 to 8, got 9"):
+        lab_figures.plot_flat_buffer(MODEL.sizes, 9)
+    with pytest.raises(ValueError, match="sizes must be a non-empty list"):
+        lab_figures.zero3_pieces(0, 2)
+
+
+def test_the_figures_render():
+    ARTIFACTS.mkdir(exist_ok=True)
+    figures = {
+        "lab-flat-buffer.png": lab_figures.plot_flat_buffer(MODEL.sizes, 4, NAMES),
+        "lab-zero3-pieces.png": lab_figures.plot_zero3_pieces(MODEL.sizes, 4, NAMES),
+        "lab-fsdp2-chunks.png": lab_figures.plot_fsdp2_chunks(MODEL.shapes, 4, NAMES),
+    }
+    for name, fig in figures.items():
+        assert len(fig.axes) == 1 and fig.axes[0].get_title()
+        fig.savefig(ARTIFACTS / name, dpi=90)
+        assert (ARTIFACTS / name).stat().st_size > 10_000

@@ -1,0 +1,86 @@
+"""DeepSpeed at real size (`planning.ds_scale`): the lab's verified rules on a 7.46 B GPT and 8 GPUs.
+
+tests/test_lab.py checks, on real ranks, that the same function at the lab's size gives every measured
+message; these tests pin what the rules then say at 7.46 B, and check it against independent counts.
+"""
+
+from fractions import Fraction
+
+import pytest
+
+from zero_lessons import memory
+from zero_lessons.planning import ds_scale, ds_traffic
+from zero_lessons.recipes import MIXED_ADAM
+
+MODULES = ds_scale.gpt_modules()
+PSI = sum(n for m in MODULES for n in m)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return ds_scale.predict(gpus=8)
+
+
+def test_the_model_is_a_7_5b_gpt():
+    h = 4_096
+    assert PSI == 50_304 * h + 36 * (12 * h * h + 13 * h) == 7_455_719_424
+
+
+def test_the_paper_column_is_the_papers_accounting(rows):
+    for row in rows:
+        assert row.paper_bytes == memory.per_gpu(PSI, 8, row.stage, MIXED_ADAM).total
+        assert row.paper_sent == (3 if row.stage == 3 else 2) * PSI
+    assert rows[0].paper_bytes == 16 * PSI and rows[3].paper_bytes == 2 * PSI
+
+
+def test_stages_1_and_2_all_reduce_every_bucket_so_send_3_psi(rows):
+    """About 16 buckets of at most 500,000,000 elements, each all-reduced, then the flat buffer gathered."""
+    for stage in (1, 2):
+        reduces = [n for op, n in rows[stage].messages if op == "all_reduce"]
+        assert sum(reduces) == PSI and 15 <= len(reduces) <= 17 and max(reduces) <= 500_000_000
+        assert rows[stage].sent == 2 * PSI + ds_traffic.padded_flat(PSI, 8)
+        assert Fraction(rows[stage].sent, PSI) - 3 < Fraction(1, 10**8)
+    owners = ds_scale.predict(gpus=8, knobs=ds_scale.Knobs(multi_rank_all_reduce=False))[2]
+    assert owners.sent == PSI + ds_traffic.padded_flat(PSI, 8)  # reduce to owners: the paper's 2Ψ
+
+
+def test_stage_3_gathers_most_layers_twice_at_real_size(rows):
+    """At the lab's size the default reuse distance keeps everything (2Ψ); at 7.46 B it keeps only the
+    last few blocks, so a step sends about 2.87Ψ: much nearer the paper's 3Ψ than the lab's 2Ψ."""
+    pieces = ds_traffic.pieces([n for m in MODULES for n in m], 8)
+    gathered = sum(n for op, n in rows[3].messages if op == "all_gather")
+    scattered = sum(n for op, n in rows[3].messages if op == "reduce_scatter")
+    assert scattered == pieces
+    assert pieces < gathered < 2 * pieces
+    assert round(rows[3].sent / PSI, 2) == 2.87
+    no_reuse = ds_scale.Knobs(prefetch_bucket_size=0, max_reuse_distance=0)
+    assert ds_scale.predict(gpus=8, knobs=no_reuse)[3].sent == 3 * pieces  # the paper's 3Ψ, padded
+
+
+def test_bytes_per_rank(rows):
+    assert rows[0].held == 16 * PSI
+    slice_ = ds_traffic.padded_flat(PSI, 8) // 8
+    for stage in (1, 2):  # after backward: whole bf16 weights, the fullest rank's gradients, a slice of fp32
+        assert rows[stage].weights == 2 * 8 * slice_ and rows[stage].optimizer == 12 * slice_
+        assert 2 * slice_ <= rows[stage].gradients < 2 * slice_ + 2 * 2 * 4 * 4_096**2
+    assert rows[3].held == 16 * ds_traffic.pieces([n for m in MODULES for n in m], 8) // 8
+
+
+def test_comparison_renders(rows):
+    shown = ds_scale.comparison()
+    text = shown._repr_markdown_()
+    assert text.count("\n") == 5 and "| ZeRO-3 | 14.91 | 14.91 | 3.00Ψ | 2.87Ψ |" in text
+    assert "ZeRO-1" in repr(shown)
+
+
+def test_bad_input_names_the_field():
+    with pytest.raises(ValueError, match="gpus must be a whole number from 2"):
+        ds_scale.predict(gpus=1)
+    with pytest.raises(ValueError, match="reduce_bucket_size must be a whole number from 1"):
+        ds_scale.Knobs(reduce_bucket_size=0)
+    with pytest.raises(ValueError, match="modules must be a non-empty list"):
+        ds_scale.predict([(0,)])
+    with pytest.raises(TypeError, match="multi_rank_all_reduce must be True or False"):
+        ds_scale.Knobs(multi_rank_all_reduce=1)
+    with pytest.raises(ValueError, match="blocks must be a whole number"):
+        ds_scale.gpt_modules(blocks=0)

@@ -1,0 +1,200 @@
+"""DeepSpeed's real per-step traffic and per-rank bytes at real size, by the rules the lab verified, beside
+the paper's accounting.
+
+The rules are `ds_traffic`'s: the lab's predictions call the same functions, and tests/test_lab.py checks
+them message by message on real ranks. Here they run on a GPT of about 7.5 B parameters with DeepSpeed's
+default knobs. Two things are set as the lab sets them: bf16 with Adam (2 + 2 + 12 bytes per parameter),
+and at stage 3 every parameter sharded (`stage3_param_persistence_threshold: 0`; by default DeepSpeed
+would keep the norms and biases whole, 0.03% of this model's parameters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import prod
+
+from .. import checks, communication, memory
+from ..recipes import MIXED_ADAM
+from ..stages import Stage
+from . import ds_traffic
+
+BF16, FP32_SCALARS = 2, 12  #: bytes per element: bf16 weights and gradients; fp32 master weights and moments
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The "zero_optimization" settings these rules read, in elements; the defaults are DeepSpeed's."""
+
+    reduce_bucket_size: int = 500_000_000  #: gradient bucket, all stages
+    multi_rank_all_reduce: bool = True  #: `use_multi_rank_bucket_allreduce`: stages 1/2 all-reduce buckets
+    prefetch_bucket_size: int = 50_000_000  #: `stage3_prefetch_bucket_size`
+    max_live_parameters: int = 1_000_000_000  #: `stage3_max_live_parameters`
+    max_reuse_distance: int = 1_000_000_000  #: `stage3_max_reuse_distance`
+
+    def __post_init__(self):
+        for name in (
+            "reduce_bucket_size",
+            "prefetch_bucket_size",
+            "max_live_parameters",
+            "max_reuse_distance",
+        ):
+            checks.whole(name, getattr(self, name), low=1 if name == "reduce_bucket_size" else 0, high=10**15)
+        if not isinstance(self.multi_rank_all_reduce, bool):
+            raise TypeError(
+                f"multi_rank_all_reduce must be True or False, got {self.multi_rank_all_reduce!r}"
+            )
+
+
+def gpt_shapes(
+    blocks: int = 36, hidden: int = 4_096, vocab: int = 50_304
+) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """A GPT's modules with parameters, in forward order, as tensor shapes (rows first): the embedding, then
+    per block a norm, the QKV and output projections, a norm and the two MLP Linears (weight, then bias)."""
+    checks.whole("blocks", blocks, low=1, high=10_000)
+    checks.whole("hidden", hidden, low=1, high=10**6)
+    checks.whole("vocab", vocab, low=1, high=10**7)
+    h = hidden
+    block = (
+        ((h,), (h,)),
+        ((3 * h, h), (3 * h,)),
+        ((h, h), (h,)),
+        ((h,), (h,)),
+        ((4 * h, h), (4 * h,)),
+        ((h, 4 * h), (h,)),
+    )
+    return (((vocab, h),), *(block * blocks))
+
+
+def gpt_modules(blocks: int = 36, hidden: int = 4_096, vocab: int = 50_304) -> tuple[tuple[int, ...], ...]:
+    """`gpt_shapes` as tensor sizes: the default GPT has 7.46 B parameters."""
+    return tuple(tuple(prod(shape) for shape in module) for module in gpt_shapes(blocks, hidden, vocab))
+
+
+@dataclass(frozen=True)
+class StageTraffic:
+    """One stage at real size: what DeepSpeed sends and holds per rank, and the paper's accounting."""
+
+    stage: Stage  #: 0 to 3
+    messages: tuple[
+        tuple[str, int], ...
+    ]  #: DeepSpeed's bf16 messages in a steady-state step: (collective, elements)
+    params: int  #: Ψ
+    weights: int  #: bytes of bf16 weights per rank, padding included
+    gradients: int  #: bytes of bf16 gradients the fullest rank keeps after backward
+    optimizer: int  #: bytes of fp32 master weights and Adam moments per rank
+    paper_bytes: Fraction  #: the paper's per-GPU bytes for the stage (2 + 2 + 12, even split)
+    paper_sent: int  #: the paper's elements sent per step: 2Ψ, or 3Ψ at stage 3
+
+    @property
+    def sent(self) -> int:
+        """DeepSpeed's elements sent per step by the paper's count: an all-reduce twice its size."""
+        return sum((2 if op == "all_reduce" else 1) * n for op, n in self.messages)
+
+    @property
+    def held(self) -> int:
+        """Bytes of weights, gradients and optimizer state on the fullest rank."""
+        return self.weights + self.gradients + self.optimizer
+
+
+def _held(modules, stage: int, gpus: int) -> tuple[int, int, int]:
+    """(weights, fullest rank's gradients, optimizer) bytes per rank after the backward pass."""
+    sizes = [n for m in modules for n in m]
+    psi = sum(sizes)
+    if stage == 0:
+        return BF16 * psi, BF16 * psi, FP32_SCALARS * psi
+    if stage in (1, 2):
+        flat = ds_traffic.padded_flat(psi, gpus)
+        touched = max(ds_traffic.touched_gradients(sizes, gpus, rank) for rank in range(gpus))
+        return BF16 * flat, BF16 * touched, FP32_SCALARS * flat // gpus
+    mine = ds_traffic.pieces(sizes, gpus) // gpus
+    return BF16 * mine, BF16 * mine, FP32_SCALARS * mine
+
+
+def _messages(modules, stage: int, gpus: int, knobs: Knobs) -> list[tuple[str, int]]:
+    """DeepSpeed's bf16 messages in a steady-state step on more than one rank."""
+    psi = sum(n for m in modules for n in m)
+    bucket = knobs.reduce_bucket_size
+    if stage == 0:
+        return [("all_reduce", psi)]
+    if stage in (1, 2):
+        reduces = ds_traffic.stage12_reduces(modules, stage, gpus, bucket, knobs.multi_rank_all_reduce)
+        return reduces + [("all_gather", ds_traffic.padded_flat(psi, gpus))]
+    sizes = [n for m in modules for n in m]
+    scatters = [("reduce_scatter", n) for n in ds_traffic.stage3_reduce_scatters(modules, gpus, bucket)]
+    gathers = ds_traffic.stage3_gathers(
+        modules, knobs.prefetch_bucket_size, knobs.max_live_parameters, knobs.max_reuse_distance
+    )
+    return scatters + [("all_gather", ds_traffic.pieces([sizes[i] for i in g], gpus)) for g in gathers]
+
+
+def predict(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> tuple[StageTraffic, ...]:
+    """Every stage's real traffic and bytes per rank for `modules` (default: the 7.46 B GPT) on `gpus`."""
+    modules = gpt_modules() if modules is None else tuple(tuple(m) for m in modules)
+    checks.whole("gpus", gpus, low=2, high=1_000_000)
+    if not isinstance(knobs, Knobs):
+        raise TypeError(f"knobs must be a ds_scale.Knobs, got {type(knobs).__name__}")
+    if not modules or not all(m and all(isinstance(n, int) and n >= 1 for n in m) for m in modules):
+        raise ValueError(
+            "modules must be a non-empty list of tuples of tensor sizes, each a whole number ≥ 1"
+        )
+    psi = sum(n for m in modules for n in m)
+    out = []
+    for stage in Stage:
+        paper = memory.per_gpu(psi, gpus, stage, MIXED_ADAM).total
+        messages = tuple(_messages(modules, int(stage), gpus, knobs))
+        out.append(
+            StageTraffic(
+                stage,
+                messages,
+                psi,
+                *_held(modules, int(stage), gpus),
+                paper,
+                communication.multiple_of_psi(communication.collectives(stage)) * psi,
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True, repr=False)
+class Comparison:
+    """The per-stage predictions as a table a beginner can read: the paper's column beside DeepSpeed's."""
+
+    rows: tuple[StageTraffic, ...]  #: one per stage
+    gpus: int  #: ranks
+
+    def grid(self) -> list[list[str]]:
+        """Header and one line per stage, as strings (GB are 10⁹ bytes; traffic in multiples of Ψ)."""
+        head = [
+            "stage",
+            "paper: GB per GPU",
+            "DeepSpeed: GB per rank after backward",
+            "paper: sent",
+            "DeepSpeed: sent",
+        ]
+        lines = [
+            [
+                f"ZeRO-{int(r.stage)}",
+                f"{float(r.paper_bytes) / 1e9:.2f}",
+                f"{r.held / 1e9:.2f}",
+                f"{r.paper_sent / r.params:.2f}Ψ",
+                f"{r.sent / r.params:.2f}Ψ",
+            ]
+            for r in self.rows
+        ]
+        return [head, *lines]
+
+    def _repr_markdown_(self) -> str:
+        head, *lines = self.grid()
+        rule = "|" + "|".join("---" for _ in head) + "|"
+        return "\n".join(
+            ["| " + " | ".join(head) + " |", rule, *("| " + " | ".join(line) + " |" for line in lines)]
+        )
+
+    def __repr__(self) -> str:
+        return "\n".join("  ".join(line) for line in self.grid())
+
+
+def comparison(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> Comparison:
+    """`predict`, ready to show."""
+    return Comparison(predict(modules, gpus, knobs), gpus)

@@ -1,0 +1,158 @@
+"""DeepSpeed 0.19.8's collectives in one steady-state step, message by message, from its own rules.
+
+Read from `deepspeed/runtime/zero/stage_1_and_2.py`, `stage3.py` and `partitioned_param_coordinator.py`,
+and pinned on real ranks by the lab (tests/test_lab.py). A model is its modules in forward order, each
+a tuple of tensor sizes (weight, then bias). Sizes count elements; every function here is pure.
+
+- Gradient buckets (all stages): tensors join a bucket in the order their gradients arrive; a tensor
+  that would overflow a non-empty bucket of `reduce_bucket_size` elements sends that bucket first.
+  Stage 1 reduces after backward, in forward order; stage 2 during backward, each layer's bias before
+  its weight; stage 3 during backward, each layer's weight before its bias.
+- Stages 1/2 all-reduce every bucket by default (`use_multi_rank_bucket_allreduce`); without it, each
+  bucket is reduced once per rank whose slice of the flat buffer it touches.
+- Stage 3 reduce-scatters each bucket, every tensor padded to N pieces, and gathers parameters as its
+  coordinator does: a module's missing parameters on demand; then, after each module (those without
+  parameters too), a prefetch of the next ones in the recorded order, up to `prefetch` elements and
+  while fewer than `max_live` are gathered; after each module, its parameters are released unless
+  their next use lies within `reuse` elements of modules ahead, or the prefetcher has already passed it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Sequence
+
+from .. import memory
+
+Modules = Sequence[Sequence[int]]  #: tensor sizes of each module with parameters, in forward order
+
+
+def padded_flat(psi: int, gpus: int) -> int:
+    """Elements of the stage 1/2 flat buffer: Ψ rounded up to a multiple of 2N."""
+    return memory.ceil_div(psi, 2 * gpus) * 2 * gpus
+
+
+def touched_gradients(sizes: list[int], gpus: int, rank: int) -> int:
+    """Gradient elements a stage 1/2 rank keeps: each parameter overlapping its slice, whole, and padding."""
+    psi, part = sum(sizes), padded_flat(sum(sizes), gpus) // gpus
+    low, high = rank * part, (rank + 1) * part
+    kept, start = 0, 0
+    for n in sizes:
+        if start < high and start + n > low:
+            kept += n
+        start += n
+    return kept + max(0, high - max(low, psi))
+
+
+def pieces(sizes: Sequence[int], gpus: int) -> int:
+    """Elements a stage 3 collective moves for these tensors: each padded to N pieces of ⌈n/N⌉."""
+    return gpus * sum(memory.ceil_div(n, gpus) for n in sizes)
+
+
+def buckets(order: Sequence[int], sizes: Sequence[int], bucket: int) -> list[list[int]]:
+    """Tensor indices in `order`, grouped into gradient buckets of at most `bucket` elements."""
+    out: list[list[int]] = [[]]
+    for index in order:
+        if out[-1] and sum(sizes[i] for i in out[-1]) + sizes[index] > bucket:
+            out.append([])
+        out[-1].append(index)
+    return [group for group in out if group]
+
+
+def gradient_order(modules: Modules, stage: int) -> list[int]:
+    """Indices of the flat tensors (forward order) in the order their gradients reach the buckets."""
+    starts = [sum(len(m) for m in modules[:i]) for i in range(len(modules))]
+    if stage == 1:
+        return list(range(sum(len(m) for m in modules)))
+    if stage == 2:
+        return [
+            starts[i] + j for i in reversed(range(len(modules))) for j in reversed(range(len(modules[i])))
+        ]
+    return [starts[i] + j for i in reversed(range(len(modules))) for j in range(len(modules[i]))]
+
+
+def owner_reduces(group: Sequence[int], sizes: Sequence[int], gpus: int) -> list[int]:
+    """Elements a bucket reduces to each rank whose slice of the flat buffer it touches (padding left out)."""
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    part = padded_flat(sum(sizes), gpus) // gpus
+    out = []
+    for rank in range(gpus):
+        low, high = rank * part, (rank + 1) * part
+        out.append(sum(max(0, min(high, starts[i] + sizes[i]) - max(low, starts[i])) for i in group))
+    return [n for n in out if n > 0]
+
+
+def stage12_reduces(modules: Modules, stage: int, gpus: int, bucket: int, all_reduce: bool) -> list[tuple]:
+    """Stage 1/2 gradient messages, (collective, elements): an all-reduce per bucket, or owners' reduces."""
+    sizes = [n for m in modules for n in m]
+    groups = buckets(gradient_order(modules, stage), sizes, bucket)
+    if all_reduce:
+        return [("all_reduce", sum(sizes[i] for i in g)) for g in groups]
+    return [("reduce", n) for g in groups for n in owner_reduces(g, sizes, gpus)]
+
+
+def stage3_reduce_scatters(modules: Modules, gpus: int, bucket: int) -> list[int]:
+    """Elements of each stage 3 reduce-scatter: one per gradient bucket, every tensor padded to N pieces."""
+    sizes = [n for m in modules for n in m]
+    return [pieces([sizes[i] for i in g], gpus) for g in buckets(gradient_order(modules, 3), sizes, bucket)]
+
+
+def trace(modules: Modules) -> list[tuple[int, ...]]:
+    """Flat tensor indices each module uses, in the order a step runs them: the model's own (parameter-free)
+    module, then each module and a parameter-free activation after each but the last; backward in reverse."""
+    flat, start = [], 0
+    for m in modules:
+        flat.append(tuple(range(start, start + len(m))))
+        start += len(m)
+    forward: list[tuple[int, ...]] = [()]
+    for i, used in enumerate(flat):
+        forward += [used] + ([()] if i < len(flat) - 1 else [])
+    return forward + [()] + forward[:0:-1]
+
+
+def _prefetch(queue: deque, live: set, sizes, seen: dict, room: int) -> list[int]:
+    """Pop the uses ahead until `room` elements not yet gathered are found; mark how far it looked."""
+    chosen, numel = [], 0
+    while queue and numel < room:
+        index, step = queue.popleft()
+        if index not in live and index not in chosen:
+            chosen.append(index)
+            numel += sizes[index]
+        seen[index] = max(seen[index], step)
+    return chosen
+
+
+def stage3_gathers(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[list[int]]:
+    """The tensor indices each stage 3 all-gather of a steady-state step brings in, in order."""
+    sizes, order = [n for m in modules for n in m], trace(modules)
+    queue = deque((index, step) for step, used in enumerate(order) for index in used)
+    seen: dict[int, int] = defaultdict(lambda: -(10**18))  # the latest use the prefetcher looked at
+    live: set[int] = set()
+    out: list[list[int]] = []
+    for step, used in enumerate(order):
+        missing = [i for i in used if i not in live]
+        if missing:
+            out.append(missing)
+        for _ in [i for i in used if seen[i] < step]:  # this module's uses leave the queue
+            index, at = queue.popleft()
+            seen[index] = at
+        live.update(missing)
+        room = min(max_live - sum(sizes[i] for i in live), prefetch) if prefetch > 0 else 0
+        if chosen := _prefetch(queue, live, sizes, seen, room) if room > 0 else []:
+            out.append(chosen)
+            live.update(chosen)
+        live -= _released(order, used, step + 1, seen, sizes, reuse)
+    return out
+
+
+def _released(order, used, step: int, seen: dict, sizes, reuse: int) -> set[int]:
+    """A module's tensors freed after it runs: none used within `reuse` elements ahead or prefetched."""
+    out = {i for i in used if seen[i] <= step}
+    traversed = 0
+    for ahead in order[step:]:
+        if traversed >= reuse:
+            break
+        for index in ahead:
+            out.discard(index)
+            traversed += sizes[index]
+    return out
