@@ -44,7 +44,13 @@ def objectives(nb) -> list[str]:
     for cell in nb.cells:
         if cell.cell_type == "markdown" and "**You will learn**" in cell.source:
             block = cell.source.split("**You will learn**", 1)[1].split("\n\n", 1)[0]
-            return [line[2:].strip() for line in block.strip().splitlines() if line.startswith("- ")]
+            points: list[str] = []
+            for line in block.strip().splitlines():
+                if line.startswith("- "):
+                    points.append(line[2:].strip())
+                elif points and line.startswith("  "):  # a bullet wrapped onto the next line
+                    points[-1] += " " + line.strip()
+            return points
     return []
 
 
@@ -71,8 +77,11 @@ def navigate(paths: list[pathlib.Path], books: dict) -> dict[pathlib.Path, str]:
             x for x in ("[Start here](00_start_here.ipynb)", f"{i + 1} of {len(paths)}", prev, nxt) if x
         )
         cells = [c for c in nb.cells if not c.source.startswith((HEADER, FOOTER))]
+        live = (
+            f"\n\n*{LIVE}*" if "widgets" in nb.metadata else ""
+        )  # only where there are widgets to bring alive
         nb.cells = (
-            [_cell(path.name, HEADER, f"{bar}\n\n*{LIVE}*")]
+            [_cell(path.name, HEADER, bar + live)]
             + cells
             + [
                 _cell(
