@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+from .grammar import path_name
 
 HELP = "grade a folder of completed workshop sheets against the answer key (nothing in them is run)"
 EXAMPLES = """examples:
@@ -16,29 +16,20 @@ question ("right", "not yet", "blank" or "unreadable"); summary.csv has, per que
 answered, how many got it right, and the most common slip."""
 
 
-def _path(flag: str):
-    """A reader of a file or folder name: any text but the empty one."""
-
-    def read(text: str) -> str:
-        if not text.strip() or "\0" in text:
-            raise argparse.ArgumentTypeError(f"needs a file or folder name, got {text[:40]!r}")
-        return text
-
-    read.__name__ = flag
-    return read
-
-
 def add(parser) -> None:
     """Declare the subcommand's flags."""
     parser.add_argument(
-        "submissions", type=_path("submissions"), metavar="SUBMISSIONS_DIR", help="folder of *.ipynb sheets"
+        "submissions",
+        type=path_name("submissions"),
+        metavar="SUBMISSIONS_DIR",
+        help="folder of *.ipynb sheets",
     )
     parser.add_argument(
-        "--key", type=_path("key"), metavar="FILE", required=True, help="the answer key `workshop` wrote"
+        "--key", type=path_name("key"), metavar="FILE", required=True, help="the answer key `workshop` wrote"
     )
     parser.add_argument(
         "--out",
-        type=_path("out"),
+        type=path_name("out"),
         metavar="DIR",
         default="grades",
         help="folder for grades.csv and summary.csv (default grades)",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .grammar import path_name
+
 HELP = "one attendee's workshop sheet, or a class's sheets and the answer key"
 EXAMPLES = """examples:
   zero-lessons workshop --seed 17                      print the sheet for seed 17 (Markdown)
@@ -41,18 +43,6 @@ def _whole(flag: str, low: int, high: int):
     return read
 
 
-def _path(flag: str):
-    """A reader of a file or folder name: any text but the empty one."""
-
-    def read(text: str) -> str:
-        if not text.strip() or "\0" in text:
-            raise argparse.ArgumentTypeError(f"needs a file or folder name, got {text[:40]!r}")
-        return text
-
-    read.__name__ = flag
-    return read
-
-
 def add(parser) -> None:
     """Declare the subcommand's flags."""
     parser.add_argument(
@@ -67,11 +57,11 @@ def add(parser) -> None:
         help=f"write a sheet for each of this many attendees (1 to {MAX_STUDENTS:,}) and the answer key",
     )
     parser.add_argument(
-        "--key", type=_path("key"), metavar="FILE", help="with --students: where to write the answer key"
+        "--key", type=path_name("key"), metavar="FILE", help="with --students: where to write the answer key"
     )
     parser.add_argument(
         "--out",
-        type=_path("out"),
+        type=path_name("out"),
         metavar="PATH",
         help="with --seed: write the sheet to this .ipynb file; with --students: the folder for the sheets "
         "(default sheets)",

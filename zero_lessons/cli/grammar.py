@@ -208,6 +208,18 @@ def _file_name(text: str) -> str:
     return text
 
 
+def path_name(flag: str):
+    """A reader for `flag`'s file or folder name: any text but the empty one, and none with a NUL byte."""
+
+    def read(text: str) -> str:
+        if not text.strip() or "\0" in text:
+            raise argparse.ArgumentTypeError(f"needs a file or folder name, got {text[:40]!r}")
+        return text
+
+    read.__name__ = flag
+    return read
+
+
 def rank_list(text: str, flag: str = "ranks") -> tuple[int, ...]:
     """World sizes such as "1,2,4": whole numbers from 1 to 8 (this runs on one machine's cores)."""
     try:
