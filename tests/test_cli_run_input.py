@@ -155,3 +155,67 @@ def test_a_rank_that_holds_other_bytes_fails_the_run_and_says_where(capsys, monk
         assert verdict.endswith("NO: ds.json rank 1 gradients: measured 533,522, predicted 533,520")
     else:
         assert verdict == "  as predicted   yes"
+
+
+def deepspeed_constant(module: str, name: str) -> object:
+    """A constant from DeepSpeed's file `module` ("runtime/constants.py"), read without importing it."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("deepspeed")
+    if spec is None:
+        pytest.skip("needs DeepSpeed (the lab extra)")
+    tree = ast.parse((Path(spec.submodule_search_locations[0]) / module).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not found in deepspeed/{module}")
+
+
+def test_the_key_table_shows_deepspeeds_own_defaults_and_the_advisors_values_apart():
+    from zero_lessons.run import keys
+
+    table = keys.KeyTable()
+    bf16, fp16 = table.get("bf16.enabled"), table.get("fp16.enabled")
+    assert bf16.default is deepspeed_constant("runtime/constants.py", "BFLOAT16_ENABLED_DEFAULT") is False
+    assert fp16.default is deepspeed_constant("runtime/constants.py", "FP16_ENABLED_DEFAULT") is False
+    assert keys.advisor_sets(bf16) == "True" and keys.advisor_sets(fp16) == "—"
+    row = table.rows[[k.path for k in table.keys].index("bf16.enabled")]
+    assert row[1:3] == ["False", "True"]  # DeepSpeed's default, then what the advisor writes
+
+
+def test_traffic_under_accumulation_by_the_paper_and_by_deepspeeds_defaults():
+    from zero_lessons import communication
+    from zero_lessons.run import keys
+
+    psi = 1_000_003
+    for stage in (0, 1, 2):
+        for m in (1, 2, 4, 7):
+            paper = communication.volume_elements(psi, 8, stage, micro_batches=m)
+            assert keys.sent(stage, m, "ZeRO paper") * psi == paper
+    # DeepSpeed: stage 1 reduces at the step's last micro-batch only, stage 2 after every micro-batch.
+    assert [keys.sent(1, m, "DeepSpeed default") for m in (1, 4)] == [3, 3]
+    assert [keys.sent(2, m, "DeepSpeed default") for m in (1, 4)] == [3, 9]
+    rows = keys.Accumulation(4).cells()
+    assert ["ZeRO-1", "DeepSpeed default", "3Ψ", "3Ψ", "0.75Ψ"] in rows
+    assert ["ZeRO-2", "ZeRO paper", "2Ψ", "5Ψ", "1.25Ψ"] in rows
+    for args, field in [((3, 1, "ZeRO paper"), "stage"), ((1, 0, "ZeRO paper"), "micro_batches")]:
+        with pytest.raises(ValueError, match=field):
+            keys.sent(*args)
+    with pytest.raises(ValueError, match="account"):
+        keys.sent(1, 1, "Megatron")
+
+
+def test_the_summary_shows_the_mean_loss_over_ranks():
+    from zero_lessons.run import launcher, summary
+
+    def report(rank: int, losses: tuple[float, ...], world: int = 2) -> launcher.RankReport:
+        held = dict.fromkeys(("weights", "gradients", "optimizer", "step_counters", "other"), 0)
+        return launcher.RankReport("a.json", rank, world, 3, "none", 1, losses, 0, held, None)
+
+    two = summary.Summary("a.json", (report(0, (1.0, 3.0)), report(1, (2.0, 0.5))), None, "none")
+    assert two.mean_losses == (1.5, 1.75)
+    assert "mean: 1.5000 1.7500" in dict(two.notes())["losses"]
+    one = summary.Summary("a.json", (report(0, (1.0, 3.0), world=1),), None, "none")
+    assert "mean" not in dict(one.notes())["losses"]

@@ -80,7 +80,8 @@ _PLANS: dict[Stage, tuple[Collective, ...]] = {
 # DeepSpeed 0.19.8's defaults in a steady-state step, by the rules lab/predict_deepspeed.py states and the
 # DeepSpeed lab measures. Stages 1 and 2 all-reduce the gradient buckets (use_multi_rank_bucket_allreduce);
 # stage 3 gathers each weight once when its prefetch and reuse keep it from forward to backward, as they do
-# for the lab's small model.
+# for the lab's small model. Under gradient accumulation stage 2 reduces every micro-batch, stage 1 only at
+# the step's last (stage_1_and_2.py, reduce_ready_partitions_and_remove_grads).
 _BUCKETS = "during backward, bucket by bucket"
 _DEEPSPEED: dict[Stage, tuple[Collective, ...]] = {
     Stage.DP: (Collective("all-reduce", "gradients", _BUCKETS, "backward"),),
@@ -89,7 +90,7 @@ _DEEPSPEED: dict[Stage, tuple[Collective, ...]] = {
         Collective("all-gather", "weights", "after the optimizer step", "step"),
     ),
     Stage.ZERO2: (
-        Collective("all-reduce", "gradients", _BUCKETS, "backward"),
+        Collective("all-reduce", "gradients", _BUCKETS, "backward", True),
         Collective("all-gather", "weights", "after the optimizer step", "step"),
     ),
     Stage.ZERO3: (

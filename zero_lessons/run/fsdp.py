@@ -1,5 +1,7 @@
-"""ZeRO's stages set against their PyTorch equivalents (FSDP2 and kin), with the bytes the lab measures for
-each on its model: the lab's predictions, which lessons 07 and 08 measure equal on real ranks. No torch."""
+"""ZeRO's stages set against their PyTorch equivalents (FSDP2 and kin), with the bytes of the paper's three
+model states (weights, gradients, optimizer state) that rank 0 holds in the lab's runs: the lab's predictions,
+which lessons 07 and 08 measure equal on real ranks and print. Adam's step counters and the framework's other
+scalars (a gradient norm, a flag) are left out here, as in those lessons' summaries. No torch."""
 
 from __future__ import annotations
 
@@ -19,17 +21,17 @@ PAIRS = (
 
 @dataclass(frozen=True, repr=False)
 class Equivalents:
-    """The pairs, with each lab mode's bytes held per rank (rank 0) on `gpus` ranks."""
+    """The pairs, with each lab mode's model-state bytes held by rank 0 of `gpus` ranks."""
 
     gpus: int = 2  #: world size the bytes are for
 
     def held(self, key: str | None) -> str:
-        """Rank 0's bytes held by the lab mode `key`, or "not in the lab"."""
+        """Rank 0's weights, gradients and optimizer bytes under the lab mode `key`, or "not in the lab"."""
         if key is None:
             return "not in the lab"
         mode = modes.get(key)
         rule = predict_torch if mode.framework == modes.PYTORCH else predict_deepspeed
-        return f"{sum(vars(rule.held(mode, self.gpus, 0)).values()):,}"
+        return f"{rule.held(mode, self.gpus, 0).states:,}"
 
     def cells(self) -> list[list[str]]:
         """The table as strings."""
@@ -39,6 +41,11 @@ class Equivalents:
         return "\n".join(" | ".join(row) for row in self.cells())
 
     def _repr_markdown_(self) -> str:
-        head = ["ZeRO stage", "DeepSpeed B (bf16)", "PyTorch equivalent", "PyTorch B (fp32 Adam)"]
+        head = [
+            "ZeRO stage",
+            "DeepSpeed: model state B (bf16)",
+            "PyTorch equivalent",
+            "PyTorch: model state B (fp32)",
+        ]
         lines = [head, ["---"] * 4, *self.cells()]
         return "\n".join("| " + " | ".join(line) + " |" for line in lines)

@@ -1,9 +1,10 @@
 """The DeepSpeed config keys that matter beyond the stage: what each changes in memory or traffic, with
 numbers from the package's models for one example model. No torch.
 
-Defaults come from the package's knob table (`planning.step_knobs.DeepSpeed`, read from DeepSpeed
-0.19.8's `runtime/zero/config.py`) where it has the knob; the others are DeepSpeed's documented defaults.
-Each key is tried at one other value, and the number shown is the package's answer for both.
+Defaults are DeepSpeed 0.19.8's own: from the package's knob table (`planning.step_knobs.DeepSpeed`, read
+from its `runtime/zero/config.py`) where it has the knob, else from its `runtime/constants.py` and its
+documentation (`bf16.enabled` is False: BFLOAT16_ENABLED_DEFAULT). What the advisor's configs set is a
+column of its own. Each key is tried at one other value; the numbers are the package's answer for both.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cached_property
 
-from .. import communication, memory, units
-from ..inputs import Setup
-from ..planning import offload
-from ..planning.activations import Transformer
+from .. import checks, communication, memory, units
+from ..planning import ds_config, offload
 from ..planning.step import DeepSpeed, timeline, transformer_model
+from ..planning.step_choices import MODELS
 from ..stages import Stage
 from .precision import largest
 
-#: The example: a 6.65B-parameter GPT (32 layers of 4096), sequences of 2048 tokens, 8 GPUs.
-SHAPE = Transformer(layers=32, hidden=4096, heads=32, seq_len=2048, micro_batch=1)
+#: The example: the package's 7.5 B GPT (32 blocks of 4,352, Ψ = 7,493,452,032), 2,048 tokens, 8 GPUs.
+SHAPE = MODELS["7.5b"]
 GPUS = 8
 KNOBS = DeepSpeed()  #: the package's DeepSpeed knobs at their defaults (stage 2)
 
@@ -44,14 +44,15 @@ KEYS: tuple[Key, ...] = (
         "grow with it; model state does not"),
     Key("gradient_accumulation_steps", 1, 4, "traffic", "micro-batches per optimizer step: a larger batch "
         "with the same activations; stage 2 and 3 reduce gradients every micro-batch, stage 0-1 once"),
-    Key("bf16.enabled", True, False, "memory and traffic", "16-bit weights and gradients (2 B instead of "
-        "4 B), with fp32's exponent range: no loss scaling needed"),
+    Key("bf16.enabled", False, True, "memory and traffic", "16-bit weights and gradients (2 B instead of "
+        "4 B), with fp32's exponent range: no loss scaling needed; off by default, so DeepSpeed trains in "
+        "fp32 unless a config turns bf16 or fp16 on"),
     Key("fp16.enabled", False, True, "numerics", "16-bit with a 5-bit exponent: needs loss scaling "
         "(fp16.loss_scale 0 = dynamic, starting at 2**initial_scale_power = 2**16); overflowing steps are "
         "skipped"),
     Key("zero_optimization.overlap_comm", KNOBS.overlap_comm, True, "memory", "reduce gradients while the "
         "backward pass runs; at stages 1-2 it doubles the contiguous gradient bucket (DeepSpeed turns it on "
-        "by default at stage 3 only; the advisor's configs turn it on)", "overlap_comm"),
+        "by default at stage 3 only)", "overlap_comm"),
     Key("zero_optimization.contiguous_gradients", KNOBS.contiguous_gradients, False, "memory", "copy each "
         "gradient into one preallocated bucket: less fragmentation, one bucket more", "contiguous_gradients"),
     Key("zero_optimization.reduce_bucket_size", KNOBS.reduce_bucket_size, 50_000_000, "memory and traffic",
@@ -95,18 +96,41 @@ def _gb(value) -> str:
     return f"{float(Fraction(value) / units.GB):.2f} GB"
 
 
-def _per_micro_batch(psi: int, stage: int, key: Key) -> str:
-    """Elements one GPU sends per micro-batch, in Ψ, at the default and the tried accumulation."""
-    counts = (key.default, key.tried)
-    sent = [communication.elements_sent(Setup(psi, GPUS), Stage(stage), micro_batches=m) / m for m in counts]
-    return " → ".join(f"{float(s / psi):g}Ψ" for s in sent) + " sent per micro-batch"
+#: The two ways to count traffic: the ZeRO paper's collectives, and what DeepSpeed 0.19.8 runs by default
+#: (lesson 08 measures it: stages 1 and 2 all-reduce every gradient bucket, so 3Ψ where the paper has 2Ψ).
+ACCOUNTS = {"ZeRO paper": communication.collectives, "DeepSpeed default": communication.deepspeed_collectives}
+
+
+def sent(stage: int, micro_batches: int, account: str) -> Fraction:
+    """Elements one GPU sends per optimizer step of `micro_batches`, in units of Ψ, counted by `account`.
+
+    A collective that runs for every micro-batch repeats; one that runs at the step's end runs once. Stage 3
+    is left out: DeepSpeed's stage-3 traffic depends on the model's size (lesson 08), not on a count.
+    """
+    checks.choice("account", account, ACCOUNTS)
+    if type(stage) is not int or not 0 <= stage <= 2:
+        raise ValueError(f"stage must be 0, 1 or 2, got {checks.shown(stage)}")
+    repeats = checks.whole("micro_batches", micro_batches, high=10**6)
+    plan = ACCOUNTS[account](Stage(stage))
+    return Fraction(sum(c.multiple * (repeats if c.per_micro_batch else 1) for c in plan))
+
+
+def _psi(multiple: Fraction) -> str:
+    """A multiple of Ψ as shown: 0.75Ψ."""
+    return f"{float(multiple):g}Ψ"
 
 
 def numbers(key: Key) -> str:
     """The package's numbers for the example at the default and at the tried value, in a few words."""
     psi = transformer_model(SHAPE).params
     if key.path == "gradient_accumulation_steps":
-        return "; ".join(f"stage {stage}: {_per_micro_batch(psi, stage, key)}" for stage in (1, 2))
+        one, many = key.default, key.tried
+        return f"per micro-batch, {one} → {many} micro-batches: " + "; ".join(
+            f"stage {stage}, {account} {_psi(sent(stage, one, account) / one)} → "
+            f"{_psi(sent(stage, many, account) / many)}"
+            for stage in (1, 2)
+            for account in ACCOUNTS
+        )
     if key.path in ("bf16.enabled", "fp16.enabled"):
         mixed, fp32 = (memory.per_gpu(psi, GPUS, Stage(2), r).total for r in ("mixed-adam", "fp32-adam"))
         if key.path == "fp16.enabled":
@@ -114,7 +138,9 @@ def numbers(key: Key) -> str:
                 f"same bytes as bf16; largest value {largest('float16'):,} in fp16, "
                 f"{float(largest('bfloat16')):.3g} in bf16"
             )
-        return f"stage 2 model state per GPU: {_gb(mixed)} (bf16) → {_gb(fp32)} (fp32 weights and gradients)"
+        return (
+            f"stage 2 model state per GPU: {_gb(fp32)} (fp32 throughout) → {_gb(mixed)} (bf16, fp32 master)"
+        )
     if key.path.endswith("offload_optimizer.device"):
         gpu, host = offload.offloaded(psi, GPUS, Stage(2))
         held = memory.per_gpu(psi, GPUS, Stage(2)).total
@@ -127,7 +153,35 @@ def numbers(key: Key) -> str:
     return f"peak per GPU at stage {key.stage}: {_gb(peak(key, key.default))} → {_gb(peak(key, key.tried))}"
 
 
-HEAD = ("key", "default", "tried", "changes", "what it does", "numbers (6.65B GPT, 8 GPUs)")
+def lookup(config: dict, path: str) -> object | None:
+    """The value at a dotted `path` of a DeepSpeed config ("bf16.enabled"), or None where it is not set."""
+    for part in path.split("."):
+        if not isinstance(config, dict) or part not in config:
+            return None
+        config = config[part]
+    return config
+
+
+def advisor_sets(key: Key) -> str:
+    """What the advisor's config writes for `key` at the key's stage (with offload, if only then), or "—"."""
+    if key.path == "train_micro_batch_size_per_gpu":
+        return "the micro-batch you give"
+    for choice, note in (("none", ""), ("optimizer", " (when it offloads)")):
+        value = lookup(ds_config.zero_config(Stage(key.stage), choice), key.path)
+        if value is not None:
+            return _shown(value) + note
+    return "—"
+
+
+HEAD = (
+    "key",
+    "DeepSpeed default",
+    "advisor sets",
+    "tried",
+    "changes",
+    "what it does",
+    "numbers (7.5 B GPT, 8 GPUs)",
+)
 
 
 @dataclass(frozen=True, repr=False)
@@ -140,7 +194,8 @@ class KeyTable:
     def rows(self) -> list[list[str]]:
         """Every key as strings, computed once (each number is a step timeline or two)."""
         return [
-            [k.path, _shown(k.default), _shown(k.tried), k.changes, k.effect, numbers(k)] for k in self.keys
+            [k.path, _shown(k.default), advisor_sets(k), _shown(k.tried), k.changes, k.effect, numbers(k)]
+            for k in self.keys
         ]
 
     def get(self, path: str) -> Key:
@@ -154,7 +209,48 @@ class KeyTable:
         return "\n".join(" | ".join(row) for row in [list(HEAD), *self.rows])
 
     def _repr_markdown_(self) -> str:
-        lines = [list(HEAD), ["---"] * len(HEAD), *self.rows]
-        return "\n".join(
-            "| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |" for line in lines
-        )
+        return markdown([list(HEAD), *self.rows])
+
+
+def markdown(lines: list[list[str]]) -> str:
+    """Rows as a Markdown table, the first row its head; a "|" inside a cell is escaped."""
+    lines = [lines[0], ["---"] * len(lines[0]), *lines[1:]]
+    return "\n".join("| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |" for line in lines)
+
+
+@dataclass(frozen=True, repr=False)
+class Accumulation:
+    """What one GPU sends at stages 0-2, per step and per micro-batch, by the paper and by DeepSpeed."""
+
+    micro_batches: int = 4  #: gradient_accumulation_steps, set beside 1
+
+    def __post_init__(self):
+        checks.whole("micro_batches", self.micro_batches, high=10**6)
+
+    def cells(self) -> list[list[str]]:
+        """The table as strings."""
+        m = self.micro_batches
+        return [
+            [f"ZeRO-{stage}", account, _psi(sent(stage, 1, account)), _psi(sent(stage, m, account)),
+             _psi(sent(stage, m, account) / m)]
+            for stage in (0, 1, 2)
+            for account in ACCOUNTS
+        ]  # fmt: skip
+
+    def head(self) -> list[str]:
+        """The column names."""
+        m = self.micro_batches
+        per = f"{m} micro-batches"
+        return [
+            "stage",
+            "counted by",
+            "per step of 1 micro-batch",
+            f"per step of {per}",
+            f"per micro-batch of {per}",
+        ]
+
+    def __repr__(self) -> str:
+        return "\n".join(" | ".join(row) for row in [self.head(), *self.cells()])
+
+    def _repr_markdown_(self) -> str:
+        return markdown([self.head(), *self.cells()])

@@ -63,6 +63,12 @@ class Summary:
         return not self.differences
 
     @property
+    def mean_losses(self) -> tuple[float, ...]:
+        """Each step's loss averaged over the ranks: the loss whose gradient the step takes, since the
+        ranks average their gradients."""
+        return tuple(sum(step) / len(step) for step in zip(*(r.losses for r in self.ranks), strict=True))
+
+    @property
     def consolidation(self) -> str:
         """What DeepSpeed's zero_to_fp32 rebuilt, in words."""
         count = self.ranks[0].consolidated
@@ -83,7 +89,9 @@ class Summary:
 
     def notes(self) -> list[tuple[str, str]]:
         """The lines under the table: losses, skipped steps, checkpoint, consolidation, verdict."""
-        losses = " | ".join(f"rank {r.rank}: " + " ".join(f"{x:.4f}" for x in r.losses) for r in self.ranks)
+        per_rank = [(f"rank {r.rank}", r.losses) for r in self.ranks]
+        shown = [*per_rank, ("mean", self.mean_losses)] if len(self.ranks) > 1 else per_rank
+        losses = " | ".join(f"{name}: " + " ".join(f"{x:.4f}" for x in xs) for name, xs in shown)
         skipped = ", ".join(f"rank {r.rank}: {r.skipped_steps}" for r in self.ranks)
         verdict = "yes" if self.as_predicted else "NO: " + "; ".join(self.differences)
         return [
