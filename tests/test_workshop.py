@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -80,11 +81,13 @@ def solve_cluster(g):
 
 
 def solve_above(g):
-    saving = per_gpu(g["params"], g["gpus"], 2).total - per_gpu(g["params"], g["gpus"], 3).total
+    psi, n = g["params"], g["gpus"]
+    three = per_gpu(psi, n, 3).total
     return {
-        "saving_gb": float(saving / GB),
-        "gathered_gb": 2 * (g["max_live"] + g["prefetch"]) / GB,
-        "max_live": math.floor(saving / 2) - g["prefetch"],
+        "saving_gb": float((per_gpu(psi, n, 2).total - three) / GB),
+        "gathered_gb": f"{2 * psi / GB} GB",  # reuse keeps every weight: the whole model, never more
+        "knob": "stage3_max_reuse_distance",
+        "lean_gb": float((three + Fraction(2 * psi, g["layers"])) / GB),  # one layer gathered at a time
     }
 
 
@@ -400,3 +403,39 @@ def test_a_wrong_stage_names_its_own_numbers_not_a_different_question():
         other = 5 - q.answers()["stage"]
         mark = check(seed, q.id, q.answers() | {"stage": f"ZeRO {other}"}).marks[1]
         assert mark.slip == ("does-not-fit" if other == 2 else "not-the-least") and "ZeRO-2" in mark.message
+
+
+def test_an_unanswered_prediction_is_not_reported_as_a_result():
+    q = question("measure-deepspeed-3", 4)
+    blank = compare(q, q.blank(), predicted(*case(q)))
+    assert blank.state == "unanswered" and "measured exactly" not in repr(blank)
+    assert (
+        blank.note
+        == "the lab has run this case and grades your prediction against its measurement once you give one."
+    )
+
+
+def test_stage3_gathers_at_most_the_whole_model_and_reuse_not_max_live_releases_it():
+    for seed in SEEDS:
+        q = question("stage3-above-stage2", seed)
+        g = dict(q.given)
+        assert q.part("gathered_gb").value * GB == 2 * g["params"]  # capped at Ψ elements in bf16
+        assert q.part("knob").value == "max_reuse_distance"
+        assert {s.key for s in q.part("knob").slips} == {"live-caps-prefetch", "prefetch-is-not-reuse"}
+
+
+def test_the_formula_audit_gives_two_gpu_counts_so_the_split_follows_from_the_printout():
+    for seed in SEEDS:
+        q = question("audit-deepspeed-formula", seed)
+        psi, n = dict(q.given)["params"], dict(q.given)["gpus"]
+        first, second = (float(x) for x in re.findall(r'prints ([\d.,]+) "GB"', q.prompt))
+        split = (first - second) * GiB / (psi / n - psi / (2 * n))
+        assert round(split) == 18 and abs(split - 18) < 0.4, (seed, split)
+
+
+def test_prompts_write_plurals_in_words_and_give_what_they_use():
+    for seed in SEEDS:
+        assert "GPU(s)" not in sheet(seed).markdown()
+        assert "6Ψ FLOPs per token" in question("offload-pays", seed).prompt
+        assert "ring factor, (N − 1)/N" in question("accumulation-traffic", seed).prompt
+        assert "DeepSpeed" not in question("measure-pytorch", seed).prompt

@@ -21,13 +21,15 @@ FORMULA = "audit-deepspeed-formula"
 FORMULA_PROMPT = (
     "For a model of {psi:,} parameters on {gpus} GPUs, DeepSpeed's documentation formula for ZeRO-2, "
     '4Ψ + 16Ψ/N, gives {docs} "GB", and the estimator in its code (estimate_zero2_model_states_mem_needs, '
-    'no offload) prints {code} "GB". Both divide bytes by 2**30. The paper\'s ZeRO-2 with mixed-precision '
-    "Adam is 2Ψ + 14Ψ/N."
+    'no offload) prints {code} "GB"; for the same model on {more} GPUs it prints {code_more} "GB". Both '
+    "divide bytes by 2**30, and both have the form aΨ + bΨ/N, with a and b whole bytes per parameter. "
+    "The paper's ZeRO-2 with mixed-precision Adam is 2Ψ + 14Ψ/N."
 )
 FORMULA_WORKING = (
     "Both count 20 bytes per parameter (2 + 2 + 16, the package's INFINITY_20 recipe). The docs keep 4Ψ "
     "whole and split 16Ψ/N: stage 1's shape, memory.per_gpu(Ψ, N, 1, INFINITY_20). The code keeps 2Ψ and "
-    "splits 18Ψ/N, stage 2's shape: {code_gib} = {code_gb}. The paper's ZeRO-2 is {paper}; the {gap} between "
+    "splits 18Ψ/N, stage 2's shape: {code_gib} = {code_gb}. Doubling N takes 18Ψ/2N off the printed figure, "
+    "which gives the 18 bytes. The paper's ZeRO-2 is {paper}; the {gap} between "
     "them is the fp32 gradient copy, 4Ψ/N."
 )
 FORMULA_SPECS = (
@@ -45,13 +47,13 @@ FORMULA_SPECS = (
     ),
     Spec(
         "code_gb",
-        "the code's figure in true decimal GB",
+        "the code's figure at the first GPU count, in true decimal GB",
         "DeepSpeed divides by 2**30: the printed number is GiB",
         unit="GB",
     ),
     Spec(
         "gap_gb",
-        "how much more the code counts than the paper's ZeRO-2, per GPU, in GB",
+        "how much more the code counts than the paper's ZeRO-2, per GPU at the first GPU count, in GB",
         "the fp32 gradient copy: 4Ψ/N",
         unit="GB",
     ),
@@ -80,11 +82,15 @@ def deepspeed_formula(seed: int) -> Question:
         "code_gb": [("gib-labelled-gb", in_gib(code))],
         "gap_gb": [("mixed-units", in_gib(code) - in_gb(paper))],
     }
-    printed = {name: units.format_number(in_gib(b), 2) for name, b in (("docs", docs), ("code", code))}
+    more = ds_estimator.zero2(psi, min(2 * gpus, 8), max(1, gpus // 4), cpu_offload=False).gpu_bytes
+    printed = {
+        name: units.format_number(in_gib(b), 2)
+        for name, b in (("docs", docs), ("code", code), ("code_more", more))
+    }
     working = FORMULA_WORKING.format(
         code_gib=units.format_bytes(code, "GiB"), code_gb=gb(code), paper=gb(paper), gap=gb(code - paper)
     )
-    prompt = FORMULA_PROMPT.format(psi=psi, gpus=gpus, **printed)
+    prompt = FORMULA_PROMPT.format(psi=psi, gpus=gpus, more=2 * gpus, **printed)
     answers = parts(FORMULA_SPECS, values, slips, FORMULA_WHY)
     point = "Two formulas in one project, and GiB printed as GB: name the accounting first."
     given = (("params", psi), ("gpus", gpus))

@@ -41,10 +41,17 @@ POINT = (
 PROMPT = (
     "The lab trains its small MLP ({widths}, {psi:,} parameters) with {name} on {gpus} CPU ranks; you are "
     "rank {rank}. It uses {recipe}. Predict the bytes your rank holds {when}, by kind of state, and the "
-    "elements each collective moves in one steady-state step: the full tensor (an all-gather counts its "
-    "output, a reduce-scatter its input, an all-reduce its tensor once), training tensors only, without "
-    "DeepSpeed's one-element messages (overflow flag, gradient norm). Then run the lab for this case."
+    "elements each collective moves in one steady-state step, training tensors only{messages}. Count as the "
+    "lab does: the full tensor, so an all-gather counts its output, a reduce-scatter its input and an "
+    "all-reduce its tensor once. The paper's count differs: it weighs an all-reduce twice (a "
+    "reduce-scatter plus an all-gather). "
+    "Then run the lab for this case."
 )
+#: What the lab leaves out of each framework's messages.
+MESSAGES = {
+    "pytorch": "",
+    "deepspeed": " (leave out DeepSpeed's one-element overflow flag and gradient norm)",
+}
 RECIPES = {
     "pytorch": ("fp32 weights, gradients and Adam (4 + 4 + 8 bytes)", "after the optimizer step"),
     "deepspeed": (
@@ -189,6 +196,7 @@ def measure_question(family: str, seed: int) -> Question:
         rank=rank,
         recipe=recipe,
         when=when,
+        messages=MESSAGES[setting.framework],
     )
     slips = held_slips(family, mode, gpus, truth) | sent_slips(mode, gpus, truth)
     specs = tuple(SPECS[name] for name in (*FIELDS, *asked))
@@ -237,9 +245,12 @@ def compare(question: Question, answer, measured: Record) -> Feedback:
     feedback = assess(
         replace(question, parts=tuple(replace(p, value=values[p.name]) for p in question.parts)), answer
     )
-    note = (
-        "the lab measured exactly what the package predicts."
-        if not differ
-        else "the measurement differs from the package's prediction in " + "; ".join(differ) + "."
-    )
+    if feedback.state == "unanswered":  # no prediction yet: say nothing that reads like a result
+        note = (
+            "the lab has run this case and grades your prediction against its measurement once you give one."
+        )
+    elif not differ:
+        note = "the lab measured exactly what the package predicts."
+    else:
+        note = "the measurement differs from the package's prediction in " + "; ".join(differ) + "."
     return replace(feedback, note=" ".join(filter(None, (feedback.note, note))))

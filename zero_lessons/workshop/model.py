@@ -28,7 +28,8 @@ COMMON = {
     "gb-for-gib": "that is the amount in decimal GB; this part asks for GiB (2**30 bytes)",
     "per-gpu-not-node": "that is one GPU's share; this part asks for the whole node",
     "node-not-per-gpu": "that adds up the whole node; each GPU has its own host link: count one GPU's share",
-    "one-direction": "that counts one way only: gradients go down to the host, updated weights come back",
+    "one-direction": "that counts one way only: gradients go down to the host, then the updated weights "
+    "come back, one transfer after the other",
     "bytes-vs-elements": "that is off by the bytes per element: elements and bytes differ by the dtype",
     "forgot-gradients": "that leaves out the gradients: every parameter also has one",
     "ignored-activations": "that leaves out the activations, which every GPU keeps for its own micro-batch",

@@ -121,18 +121,37 @@ def cheapest_cluster(seed: int) -> Question:
 
 
 ABOVE = "stage3-above-stage2"
+#: DeepSpeed's stage-3 defaults (runtime/zero/config.py), in elements.
+PREFETCH, REUSE = 50_000_000, 1_000_000_000
+#: The stage-3 settings a question may ask about, by their names without the "stage3_" prefix.
+KNOBS = ("max_live_parameters", "prefetch_bucket_size", "max_reuse_distance")
 ABOVE_PROMPT = (
-    "A colleague trains a model of {psi:,} parameters on {gpus} GPUs with DeepSpeed, bf16 and Adam, and "
-    "reports that ZeRO-3 peaked higher than ZeRO-2 (DeepSpeed issues #3734 and #5305 report the same). The "
-    "config sets stage3_max_live_parameters = {live:,} and stage3_prefetch_bucket_size = {prefetch:,}, both "
-    "in elements. Use this simple model: stage 3's peak is its model state, 16Ψ/N, plus up to (live + "
-    "prefetch) gathered parameters of 2 bytes; stage 2's is 2Ψ + 14Ψ/N. Activations and other buffers are "
-    "the same under both and left out."
+    "A colleague trains a model of {psi:,} parameters, in {layers} layers of equal size, on {gpus} GPUs with "
+    "DeepSpeed, bf16 and Adam, and reports that ZeRO-3 peaked higher than ZeRO-2 (DeepSpeed issues #3734 "
+    "and #5305 report the same). The config sets stage3_max_live_parameters = {live:,} and leaves "
+    "stage3_prefetch_bucket_size (50,000,000) and stage3_max_reuse_distance (1,000,000,000) at DeepSpeed's "
+    "defaults, all in elements. Use this simple model of lesson 09 (Memory over a step): stage 3's peak is "
+    "its model state, 16Ψ/N, plus the gathered parameters it holds, whole bf16 tensors of 2 bytes per "
+    "element; stage 2's is 2Ψ + 14Ψ/N; activations and other buffers are the same under both and left out. "
+    "DeepSpeed keeps a weight gathered after its forward use when its next use comes within "
+    "stage3_max_reuse_distance elements of gathering; here every weight's backward use comes less than "
+    "2Ψ = {twice:,} elements later. Lesson 09's knob table turns each stage-3 setting once."
+)
+ABOVE_POINT = (
+    "Stage 3 saves only the weights over stage 2, and weights kept for reuse, up to the whole model, can "
+    "cost more: the reuse distance releases them, max_live_parameters barely does."
 )
 ABOVE_WORKING = (
     "Stage 2 keeps {two} and stage 3 {three} per GPU: stage 3 saves {saving}, the weights' 2Ψ(1 − 1/N). "
-    "Gathering may hold 2 × ({live:,} + {prefetch:,}) bytes = {gathered}, more than it saves. Stage 3 stays "
-    "at or below stage 2 while 2 × (live + {prefetch:,}) ≤ {saving}, so live ≤ {best:,}."
+    "2Ψ is within the reuse distance, so every weight gathered in the forward pass stays gathered until its "
+    "backward use: by the last layer's forward the whole model is gathered, 2Ψ = {gathered}, and never more, "
+    "since there is nothing else to gather. Stage 3 then peaks {excess} (2Ψ/N) above stage 2. "
+    "stage3_max_live_parameters only stops the prefetcher fetching further ahead and releases nothing that "
+    "reuse keeps; with stage3_max_reuse_distance = 0 and no prefetch each layer is released after use and "
+    "gathered again for the backward pass, so stage 3 holds one layer of Ψ/{layers} elements: {lean}, "
+    "below stage 2's {two}. Lesson 09's fuller model adds what this one leaves out (the all-gather buffer "
+    "that holds a layer twice, small tensors kept whole, buckets): for its 0.35 B GPT on 2 GPUs those "
+    "keep even the lean stage 3 a little above stage 2."
 )
 ABOVE_SPECS = (
     Spec(
@@ -143,29 +162,42 @@ ABOVE_SPECS = (
     ),
     Spec(
         "gathered_gb",
-        "the most bytes of gathered parameters stage 3 may hold at these settings, in GB",
-        "(live parameters + one prefetch bucket) × 2 bytes in bf16",
+        "the most bytes of gathered parameters stage 3 holds at these settings, in GB",
+        "reuse keeps every weight from its forward to its backward use, up to the whole model: 2 bytes × Ψ",
         unit="GB",
     ),
     Spec(
-        "max_live",
-        "the largest stage3_max_live_parameters at which stage 3's peak stays at or below stage "
-        "2's, in elements",
-        "live + prefetch ≤ (stage 2 − stage 3 model state) / 2 bytes",
-        unit="elements",
+        "knob",
+        "which setting keeps those weights gathered: " + ", ".join(KNOBS) + " (each stage3_…)",
+        "a weight stays gathered while its next use is within stage3_max_reuse_distance elements",
+        kind="choice",
+    ),
+    Spec(
+        "lean_gb",
+        "stage 3's peak by this model with stage3_max_reuse_distance = 0 and stage3_prefetch_bucket_size "
+        "= 0, when it holds one layer gathered at a time, in GB",
+        "16Ψ/N plus one layer of Ψ/L elements at 2 bytes",
+        unit="GB",
     ),
 )
 ABOVE_WHY = {
     "compared-with-dp": "that compares stage 3 with plain data parallelism, not with stage 2",
     "fp32-gathered": "gathered parameters are bf16 copies, 2 bytes each, not fp32",
-    "forgot-prefetch": "the prefetch bucket counts against the same budget as the live parameters",
+    "gathered-pieces": "gathered parameters are whole tensors: a rank's own pieces are already in 16Ψ/N",
+    "live-caps-prefetch": "stage3_max_live_parameters only stops the prefetcher fetching further ahead; it "
+    "releases nothing that reuse keeps, so lowering it barely moves the peak (lesson 09's knob table)",
+    "prefetch-is-not-reuse": "the prefetch bucket only says how far ahead stage 3 gathers; the weights "
+    "reuse keeps stay gathered whatever its size",
+    "kept-whole-model": "that still keeps the whole model gathered: with no reuse and no prefetch each "
+    "layer is released after its use",
+    "forgot-layer": "stage 3 still gathers the layer it is computing: one layer, 2 bytes × Ψ/L",
 }
 
 
 def _above_draw(r):
-    """A model size, a GPU count, and the two stage 3 settings."""
-    psi = r.choice((350, 560, 760, 1100, 1300, 1500, 2700)) * 10**6
-    return psi, r.choice((2, 4, 8)), r.choice((5, 10, 20)) * 10**8, r.choice((5, 10, 20)) * 10**7
+    """A model size (2Ψ within the default reuse distance), its layers, a GPU count and max_live."""
+    psi = r.choice((125, 200, 250, 350, 420, 500)) * 10**6
+    return psi, r.choice((8, 12, 16, 24)), r.choice((2, 4, 8)), r.choice((1, 2, 3, 5, 10)) * 10**8
 
 
 def _saving(psi: int, gpus: int) -> Fraction:
@@ -173,48 +205,73 @@ def _saving(psi: int, gpus: int) -> Fraction:
     return memory.per_gpu(psi, gpus, 2).total - memory.per_gpu(psi, gpus, 3).total
 
 
-def _above_fits(psi, gpus, live, prefetch) -> bool:
-    """At these settings stage 3 can peak higher, and some smaller live setting would stop it."""
-    saving = _saving(psi, gpus)
-    return 2 * (live + prefetch) > saving and saving // 2 - prefetch >= 10**7
+def _above_fits(psi, layers, gpus, live) -> bool:
+    """Reuse covers the whole trace, live + prefetch is not the model's size (so that slip shows), and the
+    gathered layer is at least 3% of the lean peak (so leaving it out is clearly wrong)."""
+    lean = memory.per_gpu(psi, gpus, 3).total + Fraction(2 * psi, layers)
+    return 2 * psi <= REUSE and live + PREFETCH != psi and Fraction(2 * psi, layers) >= lean * 3 / 100
 
 
-def _above_answers(psi: int, gpus: int, live: int, prefetch: int) -> tuple[dict, dict]:
+def _live_why(psi: int, live: int) -> str:
+    """Why (live + prefetch) is not what stage 3 holds, with this variant's numbers."""
+    bound = f"live + prefetch = {live + PREFETCH:,} elements"
+    if live + PREFETCH > psi:
+        return f"{bound} is more than the model: stage 3 cannot gather more than Ψ = {psi:,} elements"
+    return f"{bound} is not a cap: {ABOVE_WHY['live-caps-prefetch']}"
+
+
+def _above_answers(psi: int, layers: int, gpus: int, live: int) -> tuple[dict, dict]:
     """The right value of every part, and the value each slip gives."""
-    saving, gathered = _saving(psi, gpus), 2 * (live + prefetch)
-    versus_dp = memory.per_gpu(psi, gpus, 0).total - memory.per_gpu(psi, gpus, 3).total
-    values = dict(saving_gb=in_gb(saving), gathered_gb=in_gb(gathered), max_live=int(saving // 2) - prefetch)
+    saving, three = _saving(psi, gpus), memory.per_gpu(psi, gpus, 3).total
+    versus_dp = memory.per_gpu(psi, gpus, 0).total - three
+    layer = Fraction(2 * psi, layers)
+    values = dict(
+        saving_gb=in_gb(saving),
+        gathered_gb=in_gb(2 * psi),
+        knob="max_reuse_distance",
+        lean_gb=in_gb(three + layer),
+    )
     slips = {
         "saving_gb": [("compared-with-dp", in_gb(versus_dp)), ("gib-for-gb", in_gib(saving))],
-        "gathered_gb": [("fp32-gathered", in_gb(2 * gathered)), ("forgot-prefetch", in_gb(2 * live))],
-        "max_live": [("fp32-gathered", int(saving // 4) - prefetch), ("forgot-prefetch", int(saving // 2))],
+        "gathered_gb": [
+            ("live-plus-prefetch", in_gb(2 * (live + PREFETCH)), _live_why(psi, live)),
+            ("fp32-gathered", in_gb(4 * psi)),
+            ("gathered-pieces", in_gb(Fraction(2 * psi, gpus))),
+        ],
+        "knob": [
+            (key, name)
+            for key, knob in (("live-caps-prefetch", KNOBS[0]), ("prefetch-is-not-reuse", KNOBS[1]))
+            for name in (knob, "stage3_" + knob)
+        ],
+        "lean_gb": [("kept-whole-model", in_gb(three + 2 * psi)), ("forgot-layer", in_gb(three))],
     }
     return values, slips
 
 
 def stage3_above_stage2(seed: int) -> Question:
     """Explain a "stage 3 used more memory than stage 2" report, and find the setting that reverses it."""
-    psi, gpus, live, prefetch = first(rng(ABOVE, seed), _above_draw, _above_fits)
-    values, slips = _above_answers(psi, gpus, live, prefetch)
+    psi, layers, gpus, live = first(rng(ABOVE, seed), _above_draw, _above_fits)
+    values, slips = _above_answers(psi, layers, gpus, live)
     two, three = (memory.per_gpu(psi, gpus, s).total for s in (2, 3))
     working = ABOVE_WORKING.format(
         two=gb(two),
         three=gb(three),
         saving=gb(two - three),
-        live=live,
-        prefetch=prefetch,
-        gathered=gb(2 * (live + prefetch)),
-        best=values["max_live"],
+        gathered=gb(2 * psi),
+        excess=gb(three + 2 * psi - two),
+        layers=layers,
+        lean=gb(three + Fraction(2 * psi, layers)),
     )
-    prompt = ABOVE_PROMPT.format(psi=psi, gpus=gpus, live=live, prefetch=prefetch)
-    given = dict(params=psi, gpus=gpus, max_live=live, prefetch=prefetch)
+    prompt = ABOVE_PROMPT.format(psi=psi, layers=layers, gpus=gpus, live=live, twice=2 * psi)
+    given = dict(params=psi, layers=layers, gpus=gpus, max_live=live)
+    also = {"knob": ("stage3_max_reuse_distance",)}
     return Question(
         ABOVE,
         "Stage 3 above stage 2",
         seed,
         prompt,
-        parts(ABOVE_SPECS, values, slips, ABOVE_WHY),
+        parts(ABOVE_SPECS, values, slips, ABOVE_WHY, also),
         working,
-        "Stage 3 saves only the weights over stage 2, and its gathered parameters can cost more.",
+        ABOVE_POINT,
         tuple(given.items()),
     )

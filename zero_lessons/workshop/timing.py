@@ -10,11 +10,13 @@ from .model import Question, Spec, billions, first, gb, in_gb, parts, rng
 
 PAYS = "offload-pays"
 PAYS_PROMPT = (
-    "A model of {psi:,} parameters trains with ZeRO-2 on {gpus} GPU(s), the optimizer offloaded to the CPU, "
-    "with fp16 weights and gradients. Each GPU has its own {bandwidth} GB/s host link, reaches {tflops} "
-    "TFLOP/s and processes {tokens:,} tokens per step. Every step each GPU sends its gradient shard to the "
-    "host and receives its updated weight shard. Assume the transfers overlap fully with compute; leave "
-    "the CPU's optimizer step out."
+    "A model of {psi:,} parameters trains with ZeRO-2 on {gpus_text}, the optimizer offloaded to the CPU, "
+    "with fp16 weights and gradients. Each GPU has its own {bandwidth} GB/s host link (full-duplex: that "
+    "rate each way), reaches {tflops} TFLOP/s and processes {tokens:,} tokens per step. Every step each GPU "
+    "sends its gradient shard to the host and, after the CPU's update, receives its updated weight shard: "
+    "the second transfer waits for the first, so their times add even on a full-duplex link. A step's "
+    "compute is about 6Ψ FLOPs per token (2Ψ forward, 4Ψ backward). Assume the transfers overlap fully with "
+    "compute; leave the CPU's optimizer step out."
 )
 PAYS_WORKING = (
     "Link: 4 bytes × {psi:,} / {gpus} / {bandwidth} GB/s = {link:.4g} s. Compute: 6 × {psi:,} × {tokens:,} / "
@@ -98,7 +100,9 @@ def offload_pays(seed: int) -> Question:
         least=least,
         verdict="hide" if link <= compute else "do not hide",
     )
-    prompt, answers = PAYS_PROMPT.format(**facts), parts(PAYS_SPECS, values, slips, PAYS_WHY)
+    gpus_text = f"{gpus} GPU" + ("s" if gpus > 1 else "")
+    prompt = PAYS_PROMPT.format(**facts, gpus_text=gpus_text)
+    answers = parts(PAYS_SPECS, values, slips, PAYS_WHY)
     point = "Offload pays when its transfers hide behind compute: compare link time with compute time."
     return Question(PAYS, "Does offload pay?", seed, prompt, answers, working, point, tuple(facts.items()))
 
@@ -107,7 +111,9 @@ ACCUMULATION = "accumulation-traffic"
 ACCUMULATION_PROMPT = (
     "A model of {psi:,} parameters trains on {gpus} GPUs, each with a {gbit} Gb/s link, in bf16, with "
     "gradient accumulation over {steps} micro-batches per step. Both ZeRO-1 and ZeRO-2 fit. Count traffic by "
-    "the ZeRO paper's plan of collectives (no ring factor), as the package does."
+    "the ZeRO paper's plan of collectives, as the package does: a reduce-scatter or an all-gather of Ψ "
+    "elements sends Ψ per GPU. That leaves out the ring factor, (N − 1)/N: a ring really sends that "
+    "fraction of Ψ, a little less."
 )
 ACCUMULATION_WORKING = (
     "ZeRO-1: 2Ψ elements per step = {one}. ZeRO-2: {steps} reduce-scatters plus one all-gather = {repeats}Ψ "
