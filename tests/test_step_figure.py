@@ -8,7 +8,7 @@ import matplotlib
 import pytest
 
 from zero_lessons import memory, units
-from zero_lessons.lab.timeline_compare import Compared, allowances, modelled
+from zero_lessons.lab.timeline_compare import WHY, Compared, allowances, modelled
 from zero_lessons.lab.timeline_setup import BY_KEY, STEP_NAMES
 from zero_lessons.lab.timeline_view import highest, panels, peaks
 from zero_lessons.planning import DDP, DeepSpeed, activations, layered_model, timeline, transformer_model
@@ -49,7 +49,8 @@ def test_one_panel_per_setup_with_its_title_labels_and_peak():
     assert len(axes) == len(STEP_NAMES) == 5
     for ax, key in zip(axes, STEP_NAMES, strict=True):
         t = modelled(BY_KEY[key], 2)
-        assert ax.get_title(loc="left") == f"{STEP_NAMES[key]} on 2 ranks"
+        recipe = "fp32-adam: 4 + 4 + 8" if key in ("step_ddp", "step_fsdp") else "mixed-adam: 2 + 2 + 12"
+        assert ax.get_title(loc="left") == f"{STEP_NAMES[key]} on 2 ranks, {recipe} = 16 B/param"
         assert [tick.get_text() for tick in ax.get_xticklabels()] == [short_name(p.name) for p in t.phases]
         (line,) = [a for a in ax.get_lines() if a.get_gid() == "peak"]
         assert line.get_ydata()[0] == pytest.approx(float(Fraction(t.peak.total) / 1000))
@@ -61,6 +62,13 @@ def test_one_panel_per_setup_with_its_title_labels_and_peak():
         assert list(marks.get_ydata()) == pytest.approx(busiest)
         tops = _bar_tops(ax, len(t.phases))
         assert tops == pytest.approx([float(Fraction(p.total) / 1000) for p in t.phases])
+        # Each phase's tolerance sits on its bar as a dashed box; a boundary allows nothing and gets none.
+        boxes = {round(b.get_x() + b.get_width() / 2): b for b in ax.patches if b.get_gid() == "tolerance"}
+        allowed = [sum(n for _, n in allowances(BY_KEY[key], p.kind)) for p in t.phases]
+        assert sorted(boxes) == [i for i, n in enumerate(allowed) if n]
+        for i, box in boxes.items():
+            assert (box.get_y(), box.get_height()) == pytest.approx((tops[i], allowed[i] / 1000))
+        assert not [a for a in ax.get_lines() if a.get_gid() == "loss"]  # no timelines given: no loss column
     ARTIFACTS.mkdir(exist_ok=True)
     fig.savefig(ARTIFACTS / "step-figure-lab.png", dpi=100)
 
@@ -73,6 +81,21 @@ def _bar_tops(ax, count: int) -> list[float]:
             i = round(patch.get_x() + patch.get_width() / 2)
             tops[i] = max(tops[i], patch.get_y() + patch.get_height())
     return tops
+
+
+def test_the_loss_gets_a_column_of_its_own_after_the_forward_pass():
+    t = timeline(TINY, DDP(), 2)
+    panel = Panel("ddp", t, tuple(p.total for p in t.phases), loss=t.peak.total + 500)
+    last_forward = max(i for i, p in enumerate(t.phases) if p.kind == "forward")
+    xs, loss_x = panel.columns()
+    assert loss_x == last_forward + 1 and xs == tuple(i + (i > last_forward) for i in range(len(t.phases)))
+    (ax,) = plot_step([panel], "B").axes
+    labels = [tick.get_text() for tick in ax.get_xticklabels()]
+    assert labels[loss_x] == "loss" and labels[:loss_x] == [short_name(p.name) for p in t.phases[:loss_x]]
+    (mark,) = [a for a in ax.get_lines() if a.get_gid() == "loss"]
+    assert (list(mark.get_xdata()), list(mark.get_ydata())) == ([loss_x], [t.peak.total + 500])
+    assert ax.get_ylim()[1] >= t.peak.total + 500  # the loss is never cut off
+    assert Panel("ddp", t).columns() == (tuple(range(len(t.phases))), None)
 
 
 def test_the_stack_is_the_models_parts_by_kind():
@@ -126,6 +149,8 @@ def test_a_reference_level_is_drawn_where_it_is_given():
             lambda: Panel("a", timeline(TINY, DDP(), 2), reference=15),
             "reference must be a (label, bytes) pair",
         ),
+        (lambda: Panel("a", timeline(TINY, DDP(), 2), tolerance=(1,)), "tolerance must give one value per"),
+        (lambda: Panel("a", timeline(TINY, DDP(), 2), loss=-1), "loss bytes must be ≥ 0"),
     ],
 )
 def test_bad_input_names_the_field(make, message):
@@ -152,6 +177,12 @@ def test_knobs_that_move_the_peak_and_knobs_that_move_only_traffic():
     assert table.effect("activation checkpointing").before == before
     markdown = table._repr_markdown_()
     assert markdown.count("\n") == len(CHANGES) + 1 and "| reduce_bucket_size |" in markdown
+    # Every move has two decimals, so the column lines up: overlap_comm's 1 GB is "+1.00", a knob that holds
+    # no byte "0.00".
+    assert table.cells()[CHANGES.index(table.effect("overlap_comm").change) + 1][4] == "+1.00"
+    assert {row[4] for row in table.cells()[1:] if row[1] in ("allgather_bucket_size", "bucket_cap_mb")} == {
+        "0.00"
+    }
     with pytest.raises(ValueError, match="knob must be one of reduce_bucket_size"):
         table.effect("bucket")
 
@@ -164,6 +195,13 @@ def test_the_lab_peaks_table_names_each_setups_model_peak_and_gap():
         assert (p.phase, p.model) == (t.peak.name, t.peak.total)
         assert p.gap == 16 and p.tolerance == sum(n for _, n in allowances(BY_KEY[p.key], t.peak.kind))
     assert len(table.cells()) == 1 + len(STEP_NAMES) and {row[5] for row in table.cells()[1:]} == {"yes"}
+    # The tolerance's parts by short name, each once per row, with bytes that add up to it; no row names
+    # DeepSpeed's buffers for a PyTorch setup.
+    for p, row in zip(table.rows, table.cells()[1:], strict=True):
+        assert row[6] == " + ".join(f"{name} {n:,}" for name, n in p.named)
+        assert {name for name, _ in p.named} <= set(WHY) and sum(n for _, n in p.named) == p.tolerance
+        if p.key in ("step_ddp", "step_fsdp"):
+            assert not {"gloo bucket", "last gradients", "flattened copy"} & {name for name, _ in p.named}
     over = peaks(fake_rows(4, extra=10**6), 4)  # far past every tolerance
     assert {row[5] for row in over.cells()[1:]} == {"NO"}
     with pytest.raises(ValueError, match="no measured timeline of step_ddp on 2 ranks"):
@@ -184,8 +222,22 @@ def test_tables_show_exact_bytes_rounded_only_for_display():
     t = timeline(BIG, DeepSpeed(stage=3), 8, checkpointing=True)
     parts = parts_table(t.peak)
     assert len(parts.body) == len(t.peak.parts) + 1 and parts.body[-1][:2] == ("total", "21.507")
-    kinds = [row[0] for row in parts.body[:-1]]
-    assert kinds[0] == "optimizer" and sorted(kinds) == sorted(p.kind for p in t.peak.parts)
+    kinds = [row[0] for row in parts.body[:-1] if row[0]]
+    assert kinds[0] == "optimizer" and sorted(kinds) == sorted({p.kind for p in t.peak.parts})
+    # Every GB value has three decimals, so the column lines up (1 GB is "1.000", not "1").
+    assert all(len(row[1].partition(".")[2]) == 3 for row in parts.body)
+    # Parts of one kind sit together under the kind's name, written once: the lab's ZeRO-3 peak holds gathered
+    # parameters for three reasons. Counts in the reasons are exact ("4,224", never "4.224K").
+    lab = parts_table(modelled(BY_KEY["step_zero3"], 2).peak, "B")
+    names = [row[0] for row in lab.body]
+    first = names.index("gathered parameters")
+    assert names.count("gathered parameters") == 1 and names[first + 1 : first + 3] == ["", ""]
+    assert names[first + 3] != "" and [row[1] for row in lab.body[first : first + 3]] == [
+        "6,336",
+        "4,224",
+        "2,048",
+    ]
+    assert lab.body[0][2].endswith("12 B × 4,224 / 2") and not any("K" in row[2] for row in lab.body)
     # Model state: the paper's ZeRO-3 share, plus the small tensors (≤ 100,000 elements) kept whole.
     small = sum(n for layer in BIG.layers for n in layer.tensors if n <= 100_000)
     state = memory.per_gpu(BIG.params, 8, Stage.ZERO3).total + 2 * small

@@ -42,38 +42,41 @@ def left_out(setup: Setup, gpus: int, boundary: Boundary) -> int:
     return batch + boundary.held.step_counters + boundary.held.other + mesh_bytes(setup, gpus)
 
 
+#: What each allowance is, by the short name `allowances` gives it.
+WHY: dict[str, str] = {
+    "scalars": "the loss, its seed gradient, gradient norms and overflow flags (and DeepSpeed's scaled loss)",
+    "layer output": "the layer's output before a module saves it: the pre-activation, or the logits",
+    "previous all-gather": "FSDP2: the previous layer's all-gather output, freed once this one copied in",
+    "activation gradients": "the activation gradients flowing into the layer and out of it",
+    "gloo bucket": "DeepSpeed: one bucket, gloo's reduce-scatter output (NCCL reduces in place), a "
+    "collective's buffer gloo's thread lets go of late, or gradients waiting beside the bucket",
+    "last gradients": "DeepSpeed stage 3: the last gradients, before the hook copies them into the bucket",
+    "flattened copy": "DeepSpeed stage 3: their flattened copy; DeepSpeed's own linear hands back a weight's "
+    "gradient before its bias's, so its buckets close one tensor later than the model's walk",
+}
+
+
 def allowances(setup: Setup, kind: str) -> tuple[tuple[str, int], ...]:
-    """The buffers the model does not count that may be live at a phase of this kind, with their bytes."""
+    """The buffers the model does not count that may be live at a phase of this kind, with their bytes.
+
+    Each is named by a key of `WHY`, which says what it is.
+    """
     if kind == "boundary":
         return ()
     output = SPEC.batch * SPEC.widths[1] * setup.dtype_bytes
     deepspeed = setup.mode.wrapping is None
     bucket = BUCKET * setup.dtype_bytes
-    items = [("scalars: the loss, its seed gradient, DeepSpeed's scaled loss, norms and flags", SCALARS)]
+    items = [("scalars", SCALARS)]
     if kind == "forward":
-        items.append(("the layer's output before a module saves it: pre-activation, or logits", output))
+        items.append(("layer output", output))
         if not deepspeed and setup.mode.wrapping.wrapper == "fully_shard":
-            weights = sum(SPEC.layers[0]) * setup.dtype_bytes
-            items.append(("the previous layer's all-gather output, freed once this one copied in", weights))
+            items.append(("previous all-gather", sum(SPEC.layers[0]) * setup.dtype_bytes))
     if kind == "backward":
-        items.append(("the activation gradients flowing into the layer and out of it", 2 * output))
+        items.append(("activation gradients", 2 * output))
     if deepspeed and kind in ("backward", "reduction"):
-        items.append(
-            (
-                "one bucket: gloo's reduce-scatter output (NCCL reduces in place), a collective's "
-                "buffer gloo's thread lets go of late, or gradients waiting beside the bucket",
-                bucket,
-            )
-        )
+        items.append(("gloo bucket", bucket))
     if deepspeed and setup.framework.stage == 3 and kind == "reduction":
-        items += [
-            ("the last gradients, before the hook copies them into the bucket", bucket),
-            (
-                "their flattened copy: DeepSpeed's own linear hands back a weight's gradient before "
-                "its bias's, so its buckets close one tensor later than the model's walk",
-                bucket,
-            ),
-        ]
+        items += [("last gradients", bucket), ("flattened copy", bucket)]
     return tuple(items)
 
 

@@ -15,7 +15,7 @@ from ..present.step_figure import Panel
 from . import reuse
 from .modes import MODE_NAMES
 from .runner import run
-from .timeline_compare import Compared, modelled
+from .timeline_compare import Compared, left_out, modelled
 from .timeline_setup import BY_KEY, STEP_NAMES, Measured
 
 #: The world sizes of the lab's matrix, under which a test session keeps its run.
@@ -59,16 +59,43 @@ def highest(rows: tuple[Compared, ...], key: str, gpus: int, phase: str | None =
     return max(max(r.measured) for r in mine)
 
 
-def panels(rows: tuple[Compared, ...], gpus: int, keys=tuple(STEP_NAMES)) -> list[Panel]:
-    """The figure's panels: each setup's model timeline on `gpus` ranks, with the busiest rank per phase."""
-    return [
-        Panel(
-            f"{STEP_NAMES[key]} on {gpus} ranks",
-            modelled(BY_KEY[key], gpus),
-            tuple(max(r.measured) for r in rows_for(rows, key, gpus)),
+def loss_peak(timelines, key: str, gpus: int) -> int:
+    """The busiest rank's highest point while the loss is computed, a stretch the model has no phase for,
+    less the bytes the model leaves out all step (`timeline_compare.left_out`)."""
+    setup = BY_KEY[key] if key in BY_KEY else None
+    mine = [m for m in timelines if m.key == key and m.gpus == gpus]
+    if setup is None or not mine:
+        raise ValueError(f"no measured timeline of {key!r} on {gpus} ranks")
+    return max(m.span("loss").peak - left_out(setup, gpus, m.boundaries[0]) for m in mine)
+
+
+def peak_stretch(rows: tuple[Compared, ...], timelines, key: str, gpus: int) -> str:
+    """Where the busiest rank measured the most of the step: a model phase's name, or "loss"."""
+    top = max(rows_for(rows, key, gpus), key=lambda r: max(r.measured))
+    return "loss" if loss_peak(timelines, key, gpus) > max(top.measured) else top.phase
+
+
+def _title(key: str, gpus: int) -> str:
+    """A panel's title: the setup, N and the recipe ("DDP on 2 ranks, fp32-adam: 4 + 4 + 8 = 16 B/param")."""
+    return f"{STEP_NAMES[key]} on {gpus} ranks, {modelled(BY_KEY[key], gpus).recipe.summary()}"
+
+
+def panels(rows: tuple[Compared, ...], gpus: int, keys=tuple(STEP_NAMES), timelines=None) -> list[Panel]:
+    """The figure's panels: each setup's model timeline on `gpus` ranks, with the busiest rank per phase,
+    the tolerance above each bar, and (given the `timelines`) the busiest rank's loss."""
+    shown = []
+    for key in keys:
+        mine = rows_for(rows, key, gpus)
+        shown.append(
+            Panel(
+                _title(key, gpus),
+                modelled(BY_KEY[key], gpus),
+                tuple(max(r.measured) for r in mine),
+                tolerance=tuple(r.tolerance for r in mine),
+                loss=None if timelines is None else loss_peak(timelines, key, gpus),
+            )
         )
-        for key in keys
-    ]
+    return shown
 
 
 @dataclass(frozen=True)
@@ -81,7 +108,7 @@ class Peak:
     model: int | Fraction  #: the model's bytes there
     measured: int  #: the busiest rank's highest point there
     tolerance: int  #: the most the gap may be
-    named: tuple[str, ...]  #: what the gap may hold
+    named: tuple[tuple[str, int], ...]  #: what the gap may hold, by name (`timeline_compare.WHY`), and bytes
 
     @property
     def gap(self) -> int | Fraction:
@@ -96,8 +123,7 @@ def peaks(rows: tuple[Compared, ...], gpus: int) -> PeakTable:
         mine = rows_for(rows, key, gpus)
         top = max(mine, key=lambda r: r.model)  # the first of the highest, as Timeline.peak
         top = next(r for r in mine if r.model == top.model)
-        names = tuple(name for name, _ in top.allowances)
-        found.append(Peak(key, gpus, top.phase, top.model, max(top.measured), top.tolerance, names))
+        found.append(Peak(key, gpus, top.phase, top.model, max(top.measured), top.tolerance, top.allowances))
     return PeakTable(tuple(found))
 
 
@@ -125,8 +151,8 @@ class PeakTable:
             "model peaks at",
             "model B",
             "tolerance B",
-            "measured in 0 … tolerance above",
-            "the gap may hold",
+            "busiest rank within tolerance",
+            "tolerance made of, B",
         ]
         body = [
             [
@@ -136,7 +162,7 @@ class PeakTable:
                 _shown(p.model),
                 f"{p.tolerance:,}",
                 "yes" if 0 <= p.gap <= p.tolerance else "NO",
-                "; ".join(p.named),
+                " + ".join(f"{name} {n:,}" for name, n in p.named),
             ]
             for p in self.rows
         ]

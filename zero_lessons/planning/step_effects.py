@@ -144,8 +144,9 @@ class EffectTable:
         """A header, then one row per change."""
         unit = self.unit
 
-        def shown(nbytes) -> str:
-            return units.format_number(units.in_unit(nbytes, unit), 2)
+        def shown(nbytes) -> str:  # always two decimals, so the column lines up: "1.00", not "1"
+            whole, _, part = units.format_number(units.in_unit(nbytes, unit), 2).partition(".")
+            return f"{whole}.{part.ljust(2, '0')}"
 
         head = ["framework", "knob", "change", f"peak {unit}", f"peak moves {unit}", "traffic"]
         body = [

@@ -64,8 +64,8 @@ def share(total: int | Fraction, n: int) -> int | Fraction:
 
 
 def per(nbytes, elements: int, gpus: int = 1) -> str:
-    """A reason's arithmetic: "2 B × 201.327M", or "12 B × 7.5B / 8" for one rank's share."""
-    text = f"{units.format_number(nbytes)} B × {units.format_count(elements)}"
+    """A reason's arithmetic, the count exact: "2 B × 1,200", or "12 B × 4,224 / 2" for one rank's share."""
+    text = f"{units.format_number(nbytes)} B × {elements:,}"
     return text if gpus == 1 else f"{text} / {gpus}"
 
 

@@ -2,7 +2,9 @@
 
 One panel per framework setup (DDP, ZeRO-1, ZeRO-2, ZeRO-3, FSDP2), the phases of the step along
 the x axis. Each bar is the planning model's bytes at that phase, stacked by kind (persistent states
-at the bottom, transient buffers above); a black marker is what the busiest rank measured there.
+at the bottom, transient buffers above); a black marker is what the busiest rank measured there,
+and a dashed box on the bar, where given, is how far above the model the measurement may be. A
+stretch the model has no phase for, the loss, may get a column of its own with a hollow marker.
 Grey bands mark the boundaries where only persistent state is live; a dashed line marks the
 model's peak. The figure is a view of numbers computed elsewhere: `Panel.heights` and
 `Panel.labels` give them without drawing, so tests and other renderers read the same values.
@@ -52,6 +54,16 @@ def short_name(phase: str) -> str:
     return phase
 
 
+def _per_phase(name: str, values, count: int) -> tuple[int | Fraction, ...]:
+    """`values` checked as one exact byte count ≥ 0 per phase."""
+    if not isinstance(values, (tuple, list)) or len(values) != count:
+        raise ValueError(f"{name} must give one value per phase ({count}), got {checks.shown(values)}")
+    exact = tuple(checks.exact(name, v, digits=None) for v in values)
+    if any(v < 0 for v in exact):
+        raise ValueError(f"{name} bytes must be ≥ 0, got {min(exact)}")
+    return exact
+
+
 @dataclass(frozen=True)
 class Panel:
     """One setup's step in one panel: the model's timeline, and what the busiest rank measured per phase."""
@@ -62,22 +74,20 @@ class Panel:
     measured: tuple[int | Fraction, ...] | None = None
     #: a level to compare with, e.g. ("the article's 15 GB", 15 * 10**9), drawn as a dotted line
     reference: tuple[str, int | Fraction] | None = None
+    #: per phase, how far above the model a measurement may be (buffers the model leaves out), drawn as a
+    #: dashed box on top of each bar (None: not drawn)
+    tolerance: tuple[int | Fraction, ...] | None = None
+    #: bytes measured while the loss is computed, a stretch the model has no phase for; drawn as a hollow
+    #: marker in a column of its own after the forward pass (None: no such column)
+    loss: int | Fraction | None = None
 
     def __post_init__(self):
         checks.instance("title", self.title, str, "text")
         checks.instance("timeline", self.timeline, Timeline, "a planning Timeline (planning.timeline)")
-        if self.measured is not None:
-            if not isinstance(self.measured, (tuple, list)) or len(self.measured) != len(
-                self.timeline.phases
-            ):
-                raise ValueError(
-                    f"measured must give one value per phase ({len(self.timeline.phases)}), "
-                    f"got {checks.shown(self.measured)}"
-                )
-            values = tuple(checks.exact("measured", v, digits=None) for v in self.measured)
-            if any(v < 0 for v in values):
-                raise ValueError(f"measured bytes must be ≥ 0, got {min(values)}")
-            object.__setattr__(self, "measured", values)
+        count = len(self.timeline.phases)
+        for name in ("measured", "tolerance"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _per_phase(name, getattr(self, name), count))
         if self.reference is not None:
             if not isinstance(self.reference, tuple) or len(self.reference) != 2:
                 raise TypeError(
@@ -86,6 +96,19 @@ class Panel:
             checks.instance("reference label", self.reference[0], str, "text")
             level = checks.exact("reference bytes", self.reference[1], digits=None)
             object.__setattr__(self, "reference", (self.reference[0], level))
+        if self.loss is not None:
+            if not any(p.kind == "forward" for p in self.timeline.phases):
+                raise ValueError("loss needs a timeline with a forward pass to follow")
+            object.__setattr__(self, "loss", _per_phase("loss", (self.loss,), 1)[0])
+
+    def columns(self) -> tuple[tuple[int, ...], int | None]:
+        """The x position of each phase, and of the loss's column (None without one): the loss comes
+        right after the last forward phase, and the phases after it move one place right."""
+        count = len(self.timeline.phases)
+        if self.loss is None:
+            return tuple(range(count)), None
+        after = max(i for i, p in enumerate(self.timeline.phases) if p.kind == "forward")
+        return tuple(i + (i > after) for i in range(count)), after + 1
 
     def heights(self, unit: str = "kB") -> dict[str, tuple[Fraction, ...]]:
         """Each kind's height in `unit` at every phase, bottom to top; kinds never held are left out."""
@@ -142,37 +165,42 @@ def plot_step(panels, unit: str = "kB", title: str = "") -> Figure:
 def _draw_panel(ax, panel: Panel, unit: str) -> None:
     """One setup: boundaries shaded, bars stacked by kind, measured markers, the model's peak dashed."""
     t, size = panel.timeline, units.unit_size(unit)
-    _draw_bars(ax, panel, unit)
+    tops = _draw_bars(ax, panel, unit)
     peak = float(Fraction(t.peak.total) / size)
     ax.axhline(peak, color="crimson", ls="--", lw=0.9, zorder=1, gid="peak")
     shown = units.format_number(Fraction(t.peak.total) / size, 1)
     ax.set_title(panel.title.replace("$", r"\$"), fontsize=9, loc="left", pad=3)
     right = f"model peak {shown} {unit} at {short_name(t.peak.name)}"
     ax.set_title(right, fontsize=8, loc="right", pad=3, color="crimson")
-    x = list(range(len(t.phases)))
+    xs, loss_x = panel.columns()
+    ticks, labels = list(xs), list(panel.labels())
+    if loss_x is not None:
+        ticks.insert(loss_x, loss_x)
+        labels.insert(loss_x, "loss")
     if panel.long:
-        ax.set_xticks(x, panel.labels(), fontsize=7.5)
+        ax.set_xticks(ticks, labels, fontsize=7.5)
         ax.tick_params(axis="x", length=0)
     else:
-        ax.set_xticks(x, panel.labels(), rotation=40, ha="right", fontsize=7, rotation_mode="anchor")
-    ax.set_xlim(-0.6, len(t.phases) - 0.4)
+        ax.set_xticks(ticks, labels, rotation=40, ha="right", fontsize=7, rotation_mode="anchor")
+    ax.set_xlim(-0.6, max(ticks) + 0.6)
     if panel.reference is not None:
         label, level = panel.reference[0], float(panel.reference[1] / size)
         ax.axhline(level, color="black", ls=":", lw=1.1, zorder=4, gid="reference")
         box = {"facecolor": "white", "alpha": 0.85, "lw": 0, "pad": 1}
         ax.text(0.012, level, label, transform=ax.get_yaxis_transform(), va="bottom", fontsize=7.5, bbox=box)
-    highest = max([peak, *(float(v / size) for v in panel.measured or ())])
-    ax.set_ylim(0, highest * 1.1)
+    marks = [*(panel.measured or ()), *([] if panel.loss is None else [panel.loss])]
+    ax.set_ylim(0, max([peak, *tops, *(float(v / size) for v in marks)]) * 1.1)
     ax.set_ylabel(unit, fontsize=8)
     ax.tick_params(axis="y", labelsize=7)
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def _draw_bars(ax, panel: Panel, unit: str) -> None:
-    """Grey bands behind the boundaries, the model's parts stacked per phase, and the measured markers."""
+def _draw_bars(ax, panel: Panel, unit: str) -> list[float]:
+    """Grey bands behind the boundaries, the model's parts stacked per phase, the tolerance boxes on top and
+    the measured markers; returns the top of each bar with its tolerance."""
     t, size = panel.timeline, units.unit_size(unit)
-    x = range(len(t.phases))
-    for i, phase in enumerate(t.phases):
+    x, loss_x = panel.columns()
+    for i, phase in zip(x, t.phases, strict=True):
         if phase.kind == "boundary":
             ax.axvspan(i - 0.5, i + 0.5, color="#e6e6e6", zorder=0, lw=0, gid="boundary")
     bottom = [0.0] * len(t.phases)
@@ -180,9 +208,20 @@ def _draw_bars(ax, panel: Panel, unit: str) -> None:
         heights = [float(h) for h in row]
         ax.bar(x, heights, 0.72, bottom=bottom, color=KIND_COLOURS[kind], zorder=2, gid=kind)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    if panel.tolerance is not None:
+        room = [float(v / size) for v in panel.tolerance]
+        box = {"fill": False, "edgecolor": "#444444", "lw": 0.6, "ls": (0, (2, 1))}
+        drawn = [i for i, r in enumerate(room) if r]  # a boundary allows nothing: no box
+        bars = ([x[i] for i in drawn], [room[i] for i in drawn], [bottom[i] for i in drawn])
+        ax.bar(bars[0], bars[1], 0.72, bottom=bars[2], zorder=2, gid="tolerance", **box)
+        bottom = [b + r for b, r in zip(bottom, room, strict=True)]
     if panel.measured is not None:
         measured = [float(v / size) for v in panel.measured]
         ax.plot(list(x), measured, ls="none", marker="D", ms=3.5, color="black", zorder=3, gid="measured")
+    if panel.loss is not None:
+        style = {"marker": "D", "ms": 4, "mfc": "white", "mec": "black", "ls": "none"}
+        ax.plot([loss_x], [float(panel.loss / size)], zorder=3, gid="loss", **style)
+    return bottom
 
 
 def _legend_rows(panels, unit: str) -> int:
@@ -214,6 +253,12 @@ def _entries(panels, unit: str) -> tuple[list, list[str]]:
     if any(p.measured is not None for p in panels):
         handles.append(plt.Line2D([], [], ls="none", marker="D", ms=4, color="black"))
         names.append("measured, busiest rank")
+    if any(p.tolerance is not None and any(p.tolerance) for p in panels):
+        handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1))))
+        names.append("tolerance: buffers the model leaves out")
+    if any(p.loss is not None for p in panels):
+        handles.append(plt.Line2D([], [], ls="none", marker="D", ms=4, mfc="white", mec="black"))
+        names.append("measured during the loss (not modelled)")
     handles += [
         plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"),
         plt.Line2D([], [], color="crimson", ls="--", lw=0.9),

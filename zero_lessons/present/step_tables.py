@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from html import escape
 
 from .. import checks, units
-from ..planning.step_parts import Phase, Timeline
+from ..planning.step_parts import KINDS, Phase, Timeline
 
 
 @dataclass(frozen=True, repr=False)
@@ -35,19 +35,26 @@ class Table:
 
 
 def _shown(nbytes, unit: str, digits: int = 3) -> str:
-    """Bytes in `unit`, rounded to `digits` decimals, with thousands separators: "25,344" or "2.123"."""
+    """Bytes in `unit` with thousands separators: whole bytes exact ("25,344"), any other unit to exactly
+    `digits` decimals ("2.123", "1.000"), so a column's numbers line up."""
     value = units.in_unit(nbytes, unit)
     text = units.format_number(value, digits)
     whole, _, part = text.lstrip("-").partition(".")
+    if unit != "B" or part:
+        part = part.ljust(digits, "0")
     return ("-" if text.startswith("-") else "") + f"{int(whole):,}" + (f".{part}" if part else "")
 
 
 def parts_table(phase: Phase, unit: str = "GB") -> Table:
-    """Every part a rank holds at `phase`, largest first: its kind, its bytes and why it is there."""
+    """Every part a rank holds at `phase`, grouped by kind (the kind named once, largest kind first, its parts
+    largest first): its bytes and why it is there."""
     checks.instance("phase", phase, Phase, "a planning Phase, e.g. timeline(...).peak")
     unit = units.unit_name(unit)
-    parts = sorted(phase.parts, key=lambda p: -p.nbytes)
-    body = tuple((p.kind, _shown(p.nbytes, unit), p.reason) for p in parts)
+    kinds = sorted({p.kind for p in phase.parts}, key=lambda k: (-phase.bytes_of(k), KINDS.index(k)))
+    body = []
+    for kind in kinds:
+        parts = sorted((p for p in phase.parts if p.kind == kind), key=lambda p: -p.nbytes)
+        body += [("" if i else kind, _shown(p.nbytes, unit), p.reason) for i, p in enumerate(parts)]
     total = ("total", _shown(phase.total, unit), f"at {phase.name}")
     return Table(("kind", unit, "why it is there"), (*body, total), (False, True, False))
 
