@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from .. import checks, units
 from ..planning.step_parts import KINDS, Timeline
 from .figures import KIND_COLOURS, STATE_NAMES
+from .step_chart import SHORT  # the explorer's chart names the phases the same way
 
 #: Kinds from the bottom of a bar to its top: weights, gradients, optimizer state, then transient buffers.
 STACK = ("weights", "gradients", "optimizer", *KINDS[3:])
@@ -34,14 +35,6 @@ MAX_PANELS = 8
 WIDTH, PANEL_HEIGHT = 7.84, 1.9
 #: Legend entries per row, and the inches each row takes.
 LEGEND_COLUMNS, LEGEND_ROW = 4, 0.13
-#: Short words for the phases on the x axis.
-SHORT = {
-    "start of step": "start",
-    "gradient reduction": "reduce",
-    "before optimizer step": "before step",
-    "optimizer step": "step",
-    "after optimizer step": "after step",
-}
 
 
 def short_name(phase: str) -> str:
