@@ -350,10 +350,10 @@ def test_report_renders(rows):
     groups = len(lab.MODE_NAMES) * 3  # one line per framework and world size
     assert text.count("\n") == groups and " NO" not in text
     assert report.Report(rows)._repr_html_().count("<tr>") == groups + 1
-    assert "7200 / 3120 / 1200 / 520" in text  # ZeroRedundancyOptimizer's uneven shares on 4 ranks
+    assert "7,200 / 3,120 / 1,200 / 520" in text  # ZeroRedundancyOptimizer's uneven shares on 4 ranks
     only = report.Report.of(rows, lab.DEEPSPEED_NAMES)
     assert repr(only).count("\n") == len(lab.DEEPSPEED_NAMES) * 3 and "DDP" not in repr(only)
-    assert "24080" in repr(only)  # the paper's 16Ψ for stage 0, from the mixed-precision recipe
+    assert "24,080" in repr(only)  # the paper's 16Ψ for stage 0, from the mixed-precision recipe
     data = report.to_dict(rows)
     assert data[0]["measured"]["held"].keys() == set(FIELDS) and all(row["matches"] for row in data)
 

@@ -36,3 +36,15 @@ def test_the_full_report_folds_on_request():
     results = _results(("ddp",))
     assert report.Report.of(results, ("ddp",), folded=True)._repr_html_().startswith("<details><summary>")
     assert "<details>" not in report.Report.of(results, ("ddp",))._repr_html_()
+
+
+def test_both_tables_say_what_matched_and_group_thousands():
+    """The last column says what was compared (the package's prediction, not the paper's); every count of
+    four digits or more is written with a comma, in the folded table as in the brief one."""
+    results = _results(("ddp", "zero_redundancy_optimizer"))
+    brief = repr(report.Brief.of(results, ("ddp", "zero_redundancy_optimizer")))
+    full = repr(report.Report.of(results, ("ddp", "zero_redundancy_optimizer")))
+    for text in (brief, full):
+        assert text.splitlines()[0].endswith("matches the package's prediction")
+        assert "24,080" in text and "24080" not in text
+    assert "7,200 / 3,120 / 1,200 / 520" in full and "3,010 = 2.000Ψ" in full

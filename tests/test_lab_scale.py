@@ -1,7 +1,8 @@
-"""DeepSpeed at real size (`planning.ds_scale`): the lab's verified rules on a 7.46 B GPT and 8 GPUs.
+"""DeepSpeed at real size (`planning.ds_scale`): the lab's verified rules on the course's 7.5 B model
+(`step_choices.MODELS["7.5b"]`, 32 blocks × 4,352) and 8 GPUs.
 
 tests/test_lab.py checks, on real ranks, that the same function at the lab's size gives every measured
-message; these tests pin what the rules then say at 7.46 B, and check it against independent counts.
+message; these tests pin what the rules then say at 7.5 B, and check it against independent counts.
 """
 
 from fractions import Fraction
@@ -9,7 +10,8 @@ from fractions import Fraction
 import pytest
 
 from zero_lessons import memory
-from zero_lessons.planning import ds_scale, ds_traffic
+from zero_lessons.planning import ds_scale, ds_traffic, step_model
+from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.recipes import MIXED_ADAM
 
 MODULES = ds_scale.gpt_modules()
@@ -21,9 +23,15 @@ def rows():
     return ds_scale.predict(gpus=8)
 
 
-def test_the_model_is_a_7_5b_gpt():
-    h = 4_096
-    assert PSI == 50_304 * h + 36 * (12 * h * h + 13 * h) == 7_455_719_424
+def test_the_model_is_the_courses_7_5b_preset():
+    """The same Ψ as the `step` command's and lesson 09's model, counted by their own path; within 0.1% of
+    the article's 7.5 B, so the paper's figures come out slightly under its 120 / 41.25 / 28.125 / 15 GB."""
+    h = 4_352
+    assert PSI == 50_257 * h + 32 * (12 * h * h + 13 * h) == 7_493_452_032
+    assert PSI == step_model.transformer_model(MODELS["7.5b"]).params
+    assert abs(PSI - 7_500_000_000) < 7_500_000_000 // 1_000
+    paper_gb = [float(memory.per_gpu(PSI, 8, stage, MIXED_ADAM).total) / 1e9 for stage in range(4)]
+    assert [round(gb, 2) for gb in paper_gb] == [119.9, 41.21, 28.1, 14.99]
 
 
 def test_the_paper_column_is_the_papers_accounting(rows):
@@ -34,10 +42,15 @@ def test_the_paper_column_is_the_papers_accounting(rows):
 
 
 def test_stages_1_and_2_all_reduce_every_bucket_so_send_3_psi(rows):
-    """About 16 buckets of at most 500,000,000 elements, each all-reduced, then the flat buffer gathered."""
+    """17 buckets of at most 500,000,000 elements, each all-reduced, then the flat buffer gathered. A bucket
+    is sent when the next tensor would overflow it; with tensors of up to 4h² elements, every bucket but
+    the first and last holds about two blocks (2 × 227,335,424 = 454,670,848 elements)."""
+    h = 4_352
     for stage in (1, 2):
         reduces = [n for op, n in rows[stage].messages if op == "all_reduce"]
-        assert sum(reduces) == PSI and 15 <= len(reduces) <= 17 and max(reduces) <= 500_000_000
+        assert sum(reduces) == PSI and len(reduces) == 17 and max(reduces) <= 500_000_000
+        assert all(500_000_000 - 4 * h * h < n for n in reduces[1:-1])
+        assert reduces.count(2 * (12 * h * h + 13 * h)) >= 14
         assert rows[stage].sent == 2 * PSI + ds_traffic.padded_flat(PSI, 8)
         assert Fraction(rows[stage].sent, PSI) - 3 < Fraction(1, 10**8)
     owners = ds_scale.predict(gpus=8, knobs=ds_scale.Knobs(multi_rank_all_reduce=False))[2]
@@ -45,7 +58,7 @@ def test_stages_1_and_2_all_reduce_every_bucket_so_send_3_psi(rows):
 
 
 def test_stage_3_gathers_most_layers_twice_at_real_size(rows):
-    """At the lab's size the default reuse distance keeps everything (2Ψ); at 7.46 B it keeps only the
+    """At the lab's size the default reuse distance keeps everything (2Ψ); at 7.5 B it keeps only the
     last few blocks, so a step sends about 2.87Ψ: much nearer the paper's 3Ψ than the lab's 2Ψ."""
     pieces = ds_traffic.pieces([n for m in MODULES for n in m], 8)
     gathered = sum(n for op, n in rows[3].messages if op == "all_gather")
@@ -62,14 +75,14 @@ def test_bytes_per_rank(rows):
     slice_ = ds_traffic.padded_flat(PSI, 8) // 8
     for stage in (1, 2):  # after backward: whole bf16 weights, the fullest rank's gradients, a slice of fp32
         assert rows[stage].weights == 2 * 8 * slice_ and rows[stage].optimizer == 12 * slice_
-        assert 2 * slice_ <= rows[stage].gradients < 2 * slice_ + 2 * 2 * 4 * 4_096**2
+        assert 2 * slice_ <= rows[stage].gradients < 2 * slice_ + 2 * 2 * 4 * 4_352**2
     assert rows[3].held == 16 * ds_traffic.pieces([n for m in MODULES for n in m], 8) // 8
 
 
 def test_comparison_renders(rows):
     shown = ds_scale.comparison()
     text = shown._repr_markdown_()
-    assert text.count("\n") == 5 and "| ZeRO-3 | 14.91 | 14.91 | 3.00Ψ | 2.87Ψ |" in text
+    assert text.count("\n") == 5 and "| ZeRO-3 | 14.99 | 14.99 | 3.00Ψ | 2.87Ψ |" in text
     assert "ZeRO-1" in repr(shown)
 
 

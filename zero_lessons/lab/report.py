@@ -21,7 +21,7 @@ HEAD = (
     "other B",
     "paper formula B",
     "sent (paper count)",
-    "as predicted",
+    "matches the package's prediction",
 )
 
 
@@ -29,13 +29,13 @@ def paper_total(row: Row) -> str:
     """The paper's per-GPU bytes (even split, no padding) for the mode's nearest stage and its recipe:
     fp32 Adam for the PyTorch modes, bf16 mixed precision (2 + 2 + 12) for DeepSpeed."""
     mode = modes.get(row.mode)
-    return f"{float(memory.per_gpu(MODEL.param_count, row.gpus, mode.stage, mode.recipe).total):g}"
+    return f"{float(memory.per_gpu(MODEL.param_count, row.gpus, mode.stage, mode.recipe).total):,g}"
 
 
 def sent(row: Row) -> str:
     """Elements sent in the step, by the paper's count (all-reduce counted twice), as a multiple of Ψ."""
     elements = row.measured.traffic.paper_elements
-    return f"{elements} = {elements / MODEL.param_count:.3f}Ψ"
+    return f"{elements:,} = {elements / MODEL.param_count:.3f}Ψ"
 
 
 def held_range(rows: list[Row]) -> str:
@@ -45,8 +45,9 @@ def held_range(rows: list[Row]) -> str:
 
 
 def per_rank(values: list) -> str:
-    """One value when every rank agrees, else each rank's, in rank order: "7200 / 3120 / 1200 / 520"."""
-    return str(values[0]) if len(set(values)) == 1 else " / ".join(map(str, values))
+    """One value when every rank agrees, else each rank's, in rank order: "7,200 / 3,120 / 1,200 / 520"."""
+    shown = [f"{v:,}" if isinstance(v, int) else str(v) for v in values]
+    return shown[0] if len(set(shown)) == 1 else " / ".join(shown)
 
 
 def cells(rows: Iterable[Row]) -> list[list[str]]:
@@ -71,7 +72,7 @@ BRIEF_HEAD = (
     "measured: B per rank",
     "paper: sent",
     "measured: sent",
-    "as predicted",
+    "matches the package's prediction",
 )
 
 

@@ -5,7 +5,7 @@ The rules are `ds_traffic`'s: the lab's predictions call the same functions, and
 them message by message on real ranks. Here they run on a GPT of about 7.5 B parameters with DeepSpeed's
 default knobs. Two things are set as the lab sets them: bf16 with Adam (2 + 2 + 12 bytes per parameter),
 and at stage 3 every parameter sharded (`stage3_param_persistence_threshold: 0`; by default DeepSpeed
-would keep the norms and biases whole, 0.03% of this model's parameters).
+would keep the norms and biases whole, 0.02% of this model's parameters).
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from .. import checks, communication, memory
 from ..recipes import MIXED_ADAM
 from ..stages import Stage
 from . import ds_traffic
+from .step_choices import MODELS
 
 BF16, FP32_SCALARS = 2, 12  #: bytes per element: bf16 weights and gradients; fp32 master weights and moments
+#: The course's 7.5 B model, the `step` command's default: 32 blocks × 4,352, Ψ = 7,493,452,032.
+SHAPE = MODELS["7.5b"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class Knobs:
 
 
 def gpt_shapes(
-    blocks: int = 36, hidden: int = 4_096, vocab: int = 50_304
+    blocks: int = SHAPE.layers, hidden: int = SHAPE.hidden, vocab: int = SHAPE.vocab
 ) -> tuple[tuple[tuple[int, ...], ...], ...]:
     """A GPT's modules with parameters, in forward order, as tensor shapes (rows first): the embedding, then
     per block a norm, the QKV and output projections, a norm and the two MLP Linears (weight, then bias)."""
@@ -66,8 +69,10 @@ def gpt_shapes(
     return (((vocab, h),), *(block * blocks))
 
 
-def gpt_modules(blocks: int = 36, hidden: int = 4_096, vocab: int = 50_304) -> tuple[tuple[int, ...], ...]:
-    """`gpt_shapes` as tensor sizes: the default GPT has 7.46 B parameters."""
+def gpt_modules(
+    blocks: int = SHAPE.layers, hidden: int = SHAPE.hidden, vocab: int = SHAPE.vocab
+) -> tuple[tuple[int, ...], ...]:
+    """`gpt_shapes` as tensor sizes: by default the course's 7.5 B model, Ψ = 7,493,452,032."""
     return tuple(tuple(prod(shape) for shape in module) for module in gpt_shapes(blocks, hidden, vocab))
 
 
@@ -129,7 +134,7 @@ def _messages(modules, stage: int, gpus: int, knobs: Knobs) -> list[tuple[str, i
 
 
 def predict(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> tuple[StageTraffic, ...]:
-    """Every stage's real traffic and bytes per rank for `modules` (default: the 7.46 B GPT) on `gpus`."""
+    """Every stage's real traffic and bytes per rank for `modules` (default: the 7.5 B model) on `gpus`."""
     modules = gpt_modules() if modules is None else tuple(tuple(m) for m in modules)
     checks.whole("gpus", gpus, low=2, high=1_000_000)
     if not isinstance(knobs, Knobs):

@@ -2,7 +2,8 @@
 
 - DeepSpeed stages 1/2: one flat buffer, padded to a multiple of 2N, cut into N equal slices that
   ignore parameter boundaries; after backward a rank keeps each parameter touching its slice, whole.
-- DeepSpeed stage 3: every parameter cut on its own into N pieces of ⌈n/N⌉ elements, the last padded.
+- DeepSpeed stage 3: every parameter cut on its own into N pieces of ⌈n/N⌉ elements; the padding fills
+  the end, so when n is small it can fill more than one rank's piece (5 elements: 2 / 2 / 1 / 0).
 - FSDP2: every parameter cut by rows into chunks of ⌈rows/N⌉ rows; a short or missing chunk is padded.
 """
 
@@ -19,7 +20,10 @@ from ..planning import ds_traffic
 
 #: One colour per rank, the same in every lab figure.
 RANK_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
-PADDING = "#e0e0e0"  #: the colour of padding; it is also hatched
+PADDING = "#e0e0e0"  #: the colour of padding; it is also hatched, in PADDING_HATCH
+PADDING_HATCH = "#555555"  #: the hatch lines of padding, dark enough to see on a thin sliver
+#: A parameter narrower than this share of the flat buffer is named above its bar, not inside it.
+NARROW = 0.06
 MAX_RANKS = len(RANK_COLOURS)
 
 
@@ -60,7 +64,8 @@ def flat_slices(sizes: list[int], gpus: int) -> list[Span]:
 
 
 def zero3_pieces(n: int, gpus: int) -> list[Span]:
-    """Stage 3's pieces of one n-element parameter: ⌈n/N⌉ per rank, the padding at the end."""
+    """Stage 3's pieces of one n-element parameter: ⌈n/N⌉ per rank, the padding at the end (which can
+    fill several ranks' pieces when n is small)."""
     _check(gpus, [n])
     size = memory.ceil_div(n, gpus)
     out = []
@@ -98,7 +103,7 @@ def _bar(ax, y: float, spans: list[Span], scale: float = 1.0, height: float = 0.
             left=s.start * scale,
             height=height,
             color=colour,
-            edgecolor="white",
+            edgecolor=PADDING_HATCH if s.padding else "white",
             hatch="///" if s.padding else None,
             linewidth=0.8,
         )
@@ -107,7 +112,7 @@ def _bar(ax, y: float, spans: list[Span], scale: float = 1.0, height: float = 0.
 def _legend(ax, gpus: int, below: float = -0.12) -> None:
     """One legend entry per rank, and one for padding."""
     handles = [plt.Rectangle((0, 0), 1, 1, color=RANK_COLOURS[r]) for r in range(gpus)]
-    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=PADDING, hatch="///", edgecolor="white"))
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=PADDING, hatch="///", edgecolor=PADDING_HATCH))
     ax.legend(
         handles,
         [f"rank {r}" for r in range(gpus)] + ["padding"],
@@ -126,32 +131,59 @@ def _done(fig: Figure) -> Figure:
     return fig
 
 
+def _parameter_row(ax, y: float, sizes: list[int], names: list[str], flat: int) -> None:
+    """The parameters end to end in alternating greys, each named with its size: inside a wide bar, above a
+    narrow one (staggered, so neighbouring narrow names do not touch)."""
+    start, above = 0, 0
+    for i, n in enumerate(sizes):
+        ax.barh(y, n, left=start, height=0.6, color=("#9a9a9a", "#cfcfcf")[i % 2], edgecolor="white")
+        if n >= NARROW * flat:
+            ax.text(start + n / 2, y, f"{names[i]}  {n}", ha="center", va="center", fontsize=8)
+        else:
+            middle, rise = start + n / 2, 0.45 + 0.3 * (above % 2)
+            ax.annotate(
+                f"{names[i]} {n}",
+                (middle, y + 0.3),
+                (middle, y + rise),
+                ha="right" if middle > 0.9 * flat else "left" if middle < 0.1 * flat else "center",
+                va="bottom",
+                fontsize=8,
+                arrowprops={"arrowstyle": "-", "linewidth": 0.6},
+            )
+            above += 1
+        start += n
+
+
 def plot_flat_buffer(sizes: list[int], gpus: int, names: list[str] | None = None) -> Figure:
     """DeepSpeed stages 1/2: the parameters laid end to end, the ranks' equal slices under them, and below
     each rank the whole gradients it keeps after backward (every parameter touching its slice)."""
     gpus = _check(gpus, sizes)
     names = names or [f"p{i}" for i in range(len(sizes))]
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
-    flat = ds_traffic.padded_flat(sum(sizes), gpus)
-    fig, ax = plt.subplots(figsize=(10, 1.6 + 0.45 * gpus))
-    for i, (start, n) in enumerate(zip(starts, sizes, strict=True)):  # the parameters, alternating greys
-        ax.barh(gpus + 1, n, left=start, height=0.6, color=("#9a9a9a", "#cfcfcf")[i % 2], edgecolor="white")
-        ax.text(start + n / 2, gpus + 1, f"{names[i]}\n{n}", ha="center", va="center", fontsize=7)
-    _bar(ax, gpus, flat_slices(sizes, gpus))
+    psi, flat = sum(sizes), ds_traffic.padded_flat(sum(sizes), gpus)
+    fig, ax = plt.subplots(figsize=(10, 2.2 + 0.45 * gpus))
+    _parameter_row(ax, gpus + 1, sizes, names, flat)
+    slices = flat_slices(sizes, gpus)
+    _bar(ax, gpus, slices)
     part = flat // gpus
     for rank in range(gpus):
         low, high = rank * part, (rank + 1) * part
         kept = [Span(rank, s, n) for s, n in zip(starts, sizes, strict=True) if s < high and s + n > low]
-        _bar(ax, gpus - 1 - rank, kept, height=0.45)
-        ax.axvline(low, color="black", linewidth=0.6, linestyle=":")
+        _bar(ax, gpus - 1 - rank, kept + [s for s in slices if s.padding and s.rank == rank], height=0.45)
+        ax.vlines(low, -0.5, gpus + 0.4, color="black", linewidth=0.6, linestyle=":")  # below the names
+    if flat > psi:  # a sliver at the right end: named beside it, outside the axes
+        ax.annotate(
+            f"◂ padding: {flat - psi:,}", (flat, gpus), (4, 0), textcoords="offset points", va="center"
+        )
     ax.set_yticks([gpus + 1, gpus] + [gpus - 1 - r for r in range(gpus)])
     ax.set_yticklabels(["parameters", "rank slices"] + [f"rank {r}: gradients kept" for r in range(gpus)])
     ax.set_xlim(0, flat)
+    ax.set_ylim(-0.6, gpus + 2.3)
     ax.set_xlabel(
-        f"position in the flat buffer (elements; {sum(sizes):,} real, padded to {flat:,} = a multiple of 2N)"
+        f"position in the flat buffer (elements; {psi:,} real, padded to {flat:,} = a multiple of 2N)"
     )
     ax.set_title(f"DeepSpeed stages 1/2 on {gpus} ranks: one flat buffer, cut into equal slices")
-    _legend(ax, gpus, below=-0.22 - 0.4 / (gpus + 2))
+    _legend(ax, gpus, below=-0.16 - 0.4 / (gpus + 2))
     return _done(fig)
 
 
