@@ -173,7 +173,10 @@ SPECS = {
     "units.unit_size": (units.unit_size, {"_name": arg(UNIT, "unit")}),
     "units.unit_name": (units.unit_name, {"_unit": arg(UNIT, "unit")}),
     "units.in_unit": (units.in_unit, {"_nbytes": arg(BYTES), "_unit": arg(UNIT)}),
-    "units.format_number": (units.format_number, {"_value": arg(BYTES), "digits": arg(st.integers(0, 30))}),
+    "units.format_number": (
+        units.format_number,
+        {"_value": arg(BYTES), "digits": arg(st.integers(0, 30)), "grouped": arg(st.booleans())},
+    ),
     "units.format_count_exact": (units.format_count_exact, {"count": arg(st.integers(0, 10**15))}),
     "units.format_duration": (units.format_duration, {"seconds": arg(st.fractions(0, 10**6))}),
     "units.format_bytes": (units.format_bytes, {"_nbytes": arg(BYTES), "_unit": arg(UNIT)}),

@@ -153,3 +153,11 @@ def test_units_are_named_right():
     assert units.format_count(999) == "999"
     with pytest.raises(ValueError, match="unit must be one of"):
         units.unit_size("Gb/s")
+
+
+def test_format_number_groups_thousands_only_when_asked():
+    assert units.format_number(Fraction(16555, 2), grouped=True) == "8,277.5"
+    assert units.format_number(Fraction(16555, 2)) == "8277.5"
+    assert units.format_number(-(10**7), grouped=True) == "-10,000,000"
+    with pytest.raises(TypeError, match="grouped must be True or False"):
+        units.format_number(1, grouped="yes")

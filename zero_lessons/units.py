@@ -201,20 +201,26 @@ def in_unit(nbytes: Fraction | int, unit: str = "GB") -> Fraction:
     return checks.exact("nbytes", nbytes, digits=None) / unit_size(unit)
 
 
-def format_number(value: Fraction | int, digits: int = 3) -> str:
+def format_number(value: Fraction | int, digits: int = 3, *, grouped: bool = False) -> str:
     """Show `value` with at most `digits` decimals: exact when it fits (41.25), else rounded half away from 0.
 
+    With `grouped`, the whole part has thousands separators ("8,277.5"), as byte counts are shown beside it.
     The one path from an exact number to text: integer arithmetic only, never a float, so any
     size prints; a whole part longer than 40 digits is shown by its size ("a 401-digit number").
     """
     value = checks.exact("value", value, digits=None)
     digits = checks.whole("digits", digits, low=0, high=MAX_DECIMALS)
+    grouped = checks.flag("grouped", grouped)
     kept, rest = divmod(abs(value.numerator) * 10**digits, value.denominator)
     kept += 2 * rest >= value.denominator  # round half away from zero, in integers: no float in between
     whole, part = divmod(kept, 10**digits)
     if whole >= 10**WRITTEN_DIGITS:
         return checks.shown(-whole if value < 0 else whole)
-    text = f"{'-' if value < 0 and kept else ''}{whole}"
+    text = (
+        f"{'-' if value < 0 and kept else ''}{whole:,}"
+        if grouped
+        else f"{'-' if value < 0 and kept else ''}{whole}"
+    )
     if rest:
         return text + (f".{part:0{digits}d}" if digits else "")
     return text + (f".{part:0{digits}d}".rstrip("0") if part else "")

@@ -27,7 +27,8 @@ CLUSTER_PROMPT = (
     "model state plus the activations; pick the cluster that costs least per hour."
 )
 CLUSTER_WORKING = (
-    "Each GPU has its card's memory minus {act} for model state, and ZeRO-3 needs 16Ψ = {total} in all, so "
+    "Each GPU keeps {act} for activations and the rest of its card for model state; "
+    "ZeRO-3 needs 16Ψ = {total} in all, so "
     "the count is ceil(16Ψ / (card − activations)). {lines}. The cheapest is {gpus} × {card} at "
     "${cost:,.2f} per hour."
 )
