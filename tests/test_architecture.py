@@ -18,7 +18,18 @@ from zero_lessons.explorer import views  # imported before counting: the widget 
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "zero_lessons"
 #: The core: no import from any other part of the package.
-CORE = ("units", "checks", "stages", "recipes", "inputs", "memory", "communication", "symbolic", "simulate")
+CORE = (
+    "units",
+    "checks",
+    "stages",
+    "recipes",
+    "inputs",
+    "memory",
+    "communication",
+    "symbolic",
+    "simulate",
+    "tables",
+)
 #: The parts outside the core.
 PARTS = ("present", "explorer", "planning", "lab", "exercises", "cli", "workshop", "run")
 #: Which parts each part must never import (the core's row is every part).

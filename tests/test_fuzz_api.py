@@ -29,6 +29,7 @@ from zero_lessons import (
     simulate,
     stages,
     symbolic,
+    tables,
     units,
 )
 from zero_lessons.explorer import views
@@ -179,6 +180,17 @@ SPECS = {
     ),
     "units.format_count_exact": (units.format_count_exact, {"count": arg(st.integers(0, 10**15))}),
     "units.format_duration": (units.format_duration, {"seconds": arg(st.fractions(0, 10**6))}),
+    "tables.markdown": (
+        tables.markdown,
+        {"rows": arg(st.just([["a", "b"], ["1", "<2>"]])), "align": arg(st.just(["---", "--:"]))},
+    ),
+    "tables.html": (
+        tables.html,
+        {
+            "rows": arg(st.just([["a", "b"], ["1", "<2>"]])),
+            "css_class": arg(st.sampled_from(["", "zero-plan"])),
+        },
+    ),
     "units.format_bytes": (units.format_bytes, {"_nbytes": arg(BYTES), "_unit": arg(UNIT)}),
     "units.format_count": (units.format_count, {"_count": arg(PARAMS), "digits": arg(st.integers(0, 12))}),
     "units.format_rate": (units.format_rate, {"_rate": arg(RATE.filter(lambda r: not isinstance(r, str)))}),
@@ -821,6 +833,7 @@ def test_every_public_function_is_fuzzed():
         svg,
         symbolic,
         table,
+        tables,
         units,
     ]
     public = {

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from html import escape
 
-from .. import units
+from .. import tables, units
 from ..present.step_figure import Panel
 from . import reuse
 from .modes import MODE_NAMES
@@ -169,15 +168,10 @@ class PeakTable:
         return [head, *body]
 
     def _repr_markdown_(self) -> str:
-        head, *body = self.cells()
-        rule = ["---", "--:", "---", "--:", "--:", "---", "---"]
-        return "\n".join("| " + " | ".join(r) + " |" for r in [head, rule, *body])
+        return tables.markdown(self.cells(), ["---", "--:", "---", "--:", "--:", "---", "---"])
 
     def _repr_html_(self) -> str:
-        head, *body = self.cells()
-        rows = [f"<tr>{''.join(f'<th>{escape(c)}</th>' for c in head)}</tr>"]
-        rows += [f"<tr>{''.join(f'<td>{escape(c)}</td>' for c in r)}</tr>" for r in body]
-        return f"<table>{''.join(rows)}</table>"
+        return tables.html(self.cells())
 
     def __repr__(self) -> str:
         return "\n".join("  ".join(r) for r in self.cells())

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from html import escape
 
-from .. import units
+from .. import tables, units
 from .step import timeline
 from .step_knobs import DDP, FSDP2, DeepSpeed, Framework
 from .step_model import Model
@@ -163,15 +162,10 @@ class EffectTable:
         return [head, *body]
 
     def _repr_markdown_(self) -> str:
-        head, *body = self.cells()
-        rule = ["---", "---", "---", "--:", "--:", "---"]
-        return "\n".join("| " + " | ".join(r) + " |" for r in [head, rule, *body])
+        return tables.markdown(self.cells(), ["---", "---", "---", "--:", "--:", "---"])
 
     def _repr_html_(self) -> str:
-        head, *body = self.cells()
-        rows = [f"<tr>{''.join(f'<th>{escape(c)}</th>' for c in head)}</tr>"]
-        rows += [f"<tr>{''.join(f'<td>{escape(c)}</td>' for c in r)}</tr>" for r in body]
-        return f"<table>{''.join(rows)}</table>"
+        return tables.html(self.cells())
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(r) for r in self.cells())

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from html import escape
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from .. import checks, communication, units
+from .. import checks, communication, tables, units
 from ..communication import PHASES, Collective
 from ..stages import Stage
 
@@ -210,15 +209,11 @@ class PlanTable:
         return [head, *body]
 
     def _repr_markdown_(self) -> str:
-        head, *body = self.cells()
-        rule = ["---"] * (len(head) - 1) + ["--:"]
-        return "\n".join("| " + " | ".join(r) + " |" for r in [head, rule, *body])
+        cells = self.cells()
+        return tables.markdown(cells, ["---"] * (len(cells[0]) - 1) + ["--:"])
 
     def _repr_html_(self) -> str:
-        head, *body = self.cells()
-        rows = [f"<tr>{''.join(f'<th>{escape(c)}</th>' for c in head)}</tr>"]
-        rows += [f"<tr>{''.join(f'<td>{escape(c)}</td>' for c in r)}</tr>" for r in body]
-        return f"<table class='zero-plan'>{''.join(rows)}</table>"
+        return tables.html(self.cells(), "zero-plan")
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(r) for r in self.cells())
