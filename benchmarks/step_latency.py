@@ -1,6 +1,6 @@
 """Change the step view's controls 100 times inside a real kernel; print median and p95 update times."""
 
-from jupyter_client.manager import start_new_kernel
+from widget_latency import run_in_kernel  # this folder is on sys.path when run as a script
 
 CODE = r"""
 import statistics, time
@@ -28,20 +28,8 @@ print(f"{len(samples)} changes: median {statistics.median(samples) * 1000:.1f} m
 
 
 def main() -> None:
-    manager, client = start_new_kernel(kernel_name="python3")
-    try:
-        client.execute_interactive(
-            CODE,
-            timeout=300,
-            output_hook=lambda msg: (
-                print(msg["content"].get("text", "") or msg["content"].get("evalue", ""), end="")
-                if msg["msg_type"] in ("stream", "error")
-                else None
-            ),
-        )
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    """Start a kernel, run the timing code in it, and print what it prints."""
+    run_in_kernel(CODE, timeout=300)
 
 
 if __name__ == "__main__":

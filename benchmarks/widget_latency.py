@@ -30,20 +30,27 @@ print(f"{len(samples)} changes: median {statistics.median(samples) * 1000:.1f} m
 """
 
 
-def main() -> None:
-    """Start a kernel, run the timing code in it, and print what it prints."""
+def run_in_kernel(code: str, timeout: float = 120) -> None:
+    """Start a kernel, run `code` in it, print what it prints (and any error), and shut the kernel down."""
     manager, client = start_new_kernel(kernel_name="python3")
     try:
         client.execute_interactive(
-            CODE,
-            timeout=120,
+            code,
+            timeout=timeout,
             output_hook=lambda msg: (
-                print(msg["content"].get("text", ""), end="") if msg["msg_type"] == "stream" else None
+                print(msg["content"].get("text", "") or msg["content"].get("evalue", ""), end="")
+                if msg["msg_type"] in ("stream", "error")
+                else None
             ),
         )
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+def main() -> None:
+    """Start a kernel, run the timing code in it, and print what it prints."""
+    run_in_kernel(CODE)
 
 
 if __name__ == "__main__":
