@@ -35,7 +35,8 @@ class Transformer:
 
     @property
     def params(self) -> int:
-        """Approximate parameter count: 12·L·h² in the blocks plus V·h in the embedding."""
+        """Approximate parameter count: 12·L·h² in the blocks plus V·h in the embedding (biases and norms,
+        13·h per block, left out; `step_model.transformer_model` counts them)."""
         return 12 * self.layers * self.hidden**2 + self.vocab * self.hidden
 
 

@@ -37,7 +37,8 @@ RULES = {
 HEADROOM = Fraction(1, 10)
 #: What else needs room, by where the headroom is thin.
 CLAIMANTS = {
-    "per GPU": "the CUDA context, communication buffers and fragmentation need room",
+    "per GPU": "the CUDA context (the GPU runtime and its libraries, several hundred MB per process), "
+    "communication buffers and fragmentation need room",
     "of host memory per node": "the operating system, pinned buffers and the data loader need room",
 }
 #: The warning when the advice counted model state only.
