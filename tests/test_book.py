@@ -202,6 +202,20 @@ def test_every_lesson_fits_its_screen_with_nothing_cut_off_and_no_console_errors
     assert seen == {}
 
 
+def test_every_explorer_control_lies_inside_the_explorer(reader):
+    page = reader("notebooks/05_explorer.html")
+    page.wait_for_selector(".zero-explorer", timeout=30_000)
+    outside = page.evaluate(
+        """() => { const box = document.querySelector('.zero-explorer').getBoundingClientRect();
+        return [...document.querySelectorAll('.zero-explorer :is(input, select, button, .widget-slider)')]
+            .map(e => e.getBoundingClientRect()).filter(r => r.width > 0)
+            .filter(r => r.left < box.left - 0.5 || r.right > box.right + 0.5)
+            .map(r => [Math.round(r.left), Math.round(r.right), Math.round(box.left), Math.round(box.right)]); }"""
+    )
+    controls = page.locator(".zero-explorer :is(input, select, button, .widget-slider)").count()
+    assert controls >= 14 and outside == []  # on a phone the 360 px controls shrink to the column
+
+
 def test_the_navigation_drawer_opens(reader):
     page = reader("notebooks/05_explorer.html")
     sidebar = page.locator("#pst-primary-sidebar")

@@ -145,3 +145,20 @@ def test_navigation_cells_and_index_are_up_to_date():
     for path in NOTEBOOKS[1:]:
         first = "".join(cells(path, "markdown")[0]["source"])
         assert first.startswith("<!-- navigation: header -->") and "Start here" in first
+
+
+#: The paper's subscripted symbols, which prose must write as math ($N_d$), not with a raw underscore.
+SYMBOLS = re.compile(r"N_d|P_os|b_w|b_g")
+#: What may keep them raw: code spans, math and link targets.
+VERBATIM = re.compile(r"`[^`]*`|\$[^$]*\$|\]\([^)]*\)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_symbols_are_typeset_as_math(path):
+    raw = [
+        line
+        for cell in cells(path, "markdown")
+        for line in "".join(cell["source"]).splitlines()
+        if SYMBOLS.search(VERBATIM.sub("", line))
+    ]
+    assert raw == []

@@ -21,6 +21,8 @@ from . import views
 _ERROR = "<div class='zero-error' style='color:#b00020;white-space:normal;line-height:1.3'>{}</div>"
 #: Every control, and the error area under it, has this width: an error never widens a column.
 _WIDTH = "360px"
+#: On a screen narrower than a column, a control shrinks to the column less its 2 px margins on each side.
+_NARROW = "calc(100% - 4px)"
 #: The text boxes read through `inputs.FIELDS`, by field name, besides the three custom byte counts.
 _TYPED = ("params", "gpus", "gpu_memory", "bandwidth")
 _PICK = "choose a case…"
@@ -50,7 +52,9 @@ class Explorer:
         self._syncing = False
         self._make_model_controls(settings)
         self._make_training_controls(settings)
-        self.errors = {k: w.HTML(layout=w.Layout(width=_WIDTH, max_width="100%")) for k in (*_TYPED, *CUSTOM)}
+        self.errors = {
+            k: w.HTML(layout=w.Layout(width=_WIDTH, max_width=_NARROW)) for k in (*_TYPED, *CUSTOM)
+        }
         self.note = w.HTML(views.STATIC_NOTE)
         scroll = w.Layout(overflow="auto", max_width="100%")  # a table wider than a phone scrolls in its box
         self.table, self.comm_table = w.HTML(layout=scroll), w.HTML(layout=scroll)
@@ -140,7 +144,7 @@ class Explorer:
         """Two fixed-width columns of controls, each text box with its error area under it."""
         for control in (self.preset, self.params_slider, self.gpus_slider, *self._read_controls()):
             control.style.description_width = "110px"
-            control.layout.width, control.layout.max_width = _WIDTH, "100%"  # narrower only on a phone
+            control.layout.width, control.layout.max_width = _WIDTH, _NARROW  # narrower only on a phone
         self.unit.layout.width = "240px"
         row = lambda control, key: w.VBox([control, self.errors[key]])  # noqa: E731
         column = w.Layout(width="380px", max_width="100%")
