@@ -202,17 +202,21 @@ def test_every_lesson_fits_its_screen_with_nothing_cut_off_and_no_console_errors
     assert seen == {}
 
 
+#: The explorer's controls: text boxes, menus, buttons and sliders.
+CONTROLS = ".zero-explorer :is(input, select, button, .widget-slider)"
+
+
 def test_every_explorer_control_lies_inside_the_explorer(reader):
     page = reader("notebooks/05_explorer.html")
     page.wait_for_selector(".zero-explorer", timeout=30_000)
     outside = page.evaluate(
-        """() => { const box = document.querySelector('.zero-explorer').getBoundingClientRect();
-        return [...document.querySelectorAll('.zero-explorer :is(input, select, button, .widget-slider)')]
-            .map(e => e.getBoundingClientRect()).filter(r => r.width > 0)
-            .filter(r => r.left < box.left - 0.5 || r.right > box.right + 0.5)
-            .map(r => [Math.round(r.left), Math.round(r.right), Math.round(box.left), Math.round(box.right)]); }"""
+        """sel => { const box = document.querySelector('.zero-explorer').getBoundingClientRect();
+        return [...document.querySelectorAll(sel)].map(e => e.getBoundingClientRect())
+            .filter(r => r.width > 0 && (r.left < box.left - 0.5 || r.right > box.right + 0.5))
+            .map(r => [r.left, r.right, box.left, box.right].map(Math.round)); }""",
+        CONTROLS,
     )
-    controls = page.locator(".zero-explorer :is(input, select, button, .widget-slider)").count()
+    controls = page.locator(CONTROLS).count()
     assert controls >= 14 and outside == []  # on a phone the 360 px controls shrink to the column
 
 

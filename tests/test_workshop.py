@@ -439,3 +439,15 @@ def test_prompts_write_plurals_in_words_and_give_what_they_use():
         assert "6Ψ FLOPs per token" in question("offload-pays", seed).prompt
         assert "ring factor, (N − 1)/N" in question("accumulation-traffic", seed).prompt
         assert "DeepSpeed" not in question("measure-pytorch", seed).prompt
+
+
+def test_reuse_distance_zero_is_told_apart_from_gathering_once_and_twice():
+    variants = [q for q in map(lambda s: question("measure-deepspeed-3", s), range(60))]
+    zero = [q for q in variants if dict(q.given)["mode"] == "ds_zero3_reuse0"]
+    assert zero  # some seed draws it
+    for q in zero:
+        _, gpus, rank = case(q)
+        slips = {s.key: s.value for s in q.part("all_gather").slips if s.key.startswith("reuse0")}
+        once, twice = (predicted(m, gpus, rank).sent["all_gather"] for m in ("ds_zero3", "ds_zero3_no_reuse"))
+        assert slips == {"reuse0-not-once": once, "reuse0-not-twice": twice}
+        assert once < q.part("all_gather").value < twice  # between one pass and two

@@ -103,6 +103,10 @@ WHY = {
     "reshard-gathers-twice": "resharding after the forward pass means gathering again for the backward pass",
     "no-reshard-gathers-once": "reshard_after_forward=False keeps the gathered parameters for the "
     "backward pass",
+    "reuse0-not-once": "at reuse distance 0 DeepSpeed keeps a gathered piece only if its next use comes "
+    "at once, so almost every layer is gathered again in the backward pass",
+    "reuse0-not-twice": "even at reuse distance 0 the last layer's backward follows its forward at once, "
+    "so DeepSpeed keeps its pieces and does not gather them again: a little under two full passes",
 }
 #: How each family's frameworks depart from the paper's plan of collectives (the slip "paper-plan").
 PAPER_GAP = {
@@ -116,11 +120,12 @@ PAPER_GAP = {
 #: The slip for getting the number of all-gathers wrong, by setting; the first group gathers once.
 GATHERS = {
     "ds_zero3": "reuse-gathers-once",
-    "ds_zero3_reuse0": "reuse-gathers-once",
     "fsdp_no_reshard": "no-reshard-gathers-once",
     "ds_zero3_no_reuse": "no-reuse-gathers-twice",
     "fsdp_reshard": "reshard-gathers-twice",
 }
+#: Reuse distance 0 gathers between once and twice: its slips are the settings that gather exactly so.
+BETWEEN = {"ds_zero3_reuse0": (("reuse0-not-once", "ds_zero3"), ("reuse0-not-twice", "ds_zero3_no_reuse"))}
 
 
 def paper(mode: str, psi: int, gpus: int) -> tuple[dict[str, Fraction], dict[str, int]]:
@@ -170,6 +175,8 @@ def sent_slips(mode: str, gpus: int, truth: Record) -> dict[str, list]:
     if mode in GATHERS:  # twice what runs once, or half of what runs twice
         once = GATHERS[mode].endswith("once")
         out["all_gather"].append((GATHERS[mode], 2 * gathered if once else Fraction(gathered, 2)))
+    for key, other in BETWEEN.get(mode, ()):
+        out["all_gather"].append((key, predicted(other, gpus, truth.rank).sent["all_gather"]))
     plan = paper(mode, lab_model()[1], gpus)[1]
     for op in COLLECTIVES:
         expected, real = plan.get(op, 0), truth.sent[op]
