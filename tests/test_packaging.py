@@ -72,7 +72,7 @@ def test_numeric_modules_do_not_import_heavy_libraries():
 def wheel(tmp_path_factory) -> pathlib.Path:
     """The wheel built offline by the installed setuptools, from a copy of what a build reads."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src)
     shutil.copytree(ROOT / "zero_lessons", src / "zero_lessons", ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path_factory.mktemp("dist")
@@ -105,6 +105,17 @@ def test_wheel_ships_every_module_of_the_source_tree(wheel):
     assert "zero_lessons/lab/__init__.py" in source
     assert sorted(source - shipped) == [], "left out of the wheel (does each folder have an __init__.py?)"
     assert sorted(shipped - source) == []
+
+
+def test_wheel_carries_the_mit_license(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        (path,) = [n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        text, metadata = (
+            archive.read(path).decode(),
+            archive.read(path.replace("licenses/LICENSE", "METADATA")),
+        )
+    assert text.startswith("MIT License") and text == (ROOT / "LICENSE").read_text()
+    assert b"License-Expression: MIT" in metadata
 
 
 def test_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
