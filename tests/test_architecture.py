@@ -2,7 +2,7 @@
 modules, small modules and functions; and one explorer update checks each input once.
 
 The parts (README, "Architecture"): the core at the top of the package; `present`, `planning` and `explorer`
-above it; `lab`, `workshop`, `run`, `exercises` and `cli` at the edges.
+above it; `lab`, `workshop`, `run` and `cli` at the edges.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ CORE = (
     "tables",
 )
 #: The parts outside the core.
-PARTS = ("present", "explorer", "planning", "lab", "exercises", "cli", "workshop", "run")
+PARTS = ("present", "explorer", "planning", "lab", "cli", "workshop", "run")
 #: Which parts each part must never import (the core's row is every part).
 NEVER = {
     **{core: PARTS for core in CORE},
-    "present": ("explorer", "lab", "exercises", "cli", "workshop", "run"),
-    "planning": ("present", "explorer", "lab", "exercises", "cli", "workshop", "run"),
+    "present": ("explorer", "lab", "cli", "workshop", "run"),
+    "planning": ("present", "explorer", "lab", "cli", "workshop", "run"),
 }
 #: What the command line must start without, whichever path through the package it takes.
 HEAVY = ("sympy", "matplotlib", "ipywidgets", "numpy")

@@ -22,7 +22,6 @@ from guard import deadline
 from zero_lessons import (
     checks,
     communication,
-    exercises,
     inputs,
     memory,
     recipes,
@@ -35,6 +34,7 @@ from zero_lessons import (
 from zero_lessons.explorer import views
 from zero_lessons.planning import activations, advice, ds_config, ds_estimator, offload
 from zero_lessons.present import figures, html, plots, svg, table
+from zero_lessons.workshop import QUESTIONS, sheets
 
 HOSTILE_TEXT = [
     "",
@@ -617,11 +617,21 @@ SPECS = {
             "cpu_bytes": arg(st.integers(0, 10**20)),
         },
     ),
-    "exercises.check": (
-        exercises.check,
+    "sheets.check": (
+        sheets.check,
         {
-            "_exercise_id": arg(st.sampled_from(list(exercises.EXERCISES)), "exercise_id"),
-            "_answer": arg(st.sampled_from(["41.25 GB", 41.25, np.float64(3)]), "answer"),
+            "_seed": arg(st.integers(0, 10**6), "seed"),
+            "_qid": arg(st.sampled_from(list(QUESTIONS)), "question"),
+            "_answer": arg(
+                st.dictionaries(
+                    st.sampled_from(["stage", "gb_per_gpu", "activations_gb", "recompute", "weights"]),
+                    st.sampled_from(
+                        ["41.25 GB", 41.25, np.float64(3), np.float32(0.5), "ZeRO 3", "full", None]
+                    ),
+                    max_size=4,
+                ),
+                "answer",
+            ),
             "show_working": arg(FLAG),
         },
     ),
@@ -822,7 +832,6 @@ def test_every_public_function_is_fuzzed():
         communication,
         ds_config,
         ds_estimator,
-        exercises,
         views,
         memory,
         offload,
@@ -852,8 +861,6 @@ def test_every_public_function_is_fuzzed():
         "table.Row",
         "table.StageTable",
         "advice.Advice",
-        "exercises.Exercise",
-        "exercises.Feedback",
         "views.View",
         "communication.StepTraffic",
         "communication.RingStep",  # built by ring_steps, fuzzed above

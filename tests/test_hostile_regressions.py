@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from guard import deadline, one_line_naming, run_cli, timed
-from zero_lessons import checks, exercises, memory, recipes, symbolic, units
+from zero_lessons import checks, memory, recipes, symbolic, units
 from zero_lessons.explorer import Explorer
 from zero_lessons.explorer import views as explorer
 from zero_lessons.planning import ds_estimator
@@ -26,6 +26,8 @@ from zero_lessons.planning.activations import activation_bytes
 from zero_lessons.planning.advice import advise, advise_model
 from zero_lessons.present.table import stage_table
 from zero_lessons.stages import as_stage
+from zero_lessons.workshop import check
+from zero_lessons.workshop.sheets import question
 
 FAST = 1.0
 ARTICLE = ["--params", "7.5B", "--gpus", "8"]
@@ -56,9 +58,16 @@ def test_item1_cli_weight_bytes_with_a_huge_exponent_fails_at_once(exponent):
     assert "argument --weight-bytes: " in err and "Exceeds the limit" not in err
 
 
+#: A workshop question with a numeric part, and its right answers.
+QUESTION = "stage-and-checkpointing"
+ANSWERS = question(QUESTION, 1).answers()
+
+
 def test_item1_exercise_answer_with_a_huge_exponent_is_read_at_once():
-    feedback, seconds = timed(lambda: exercises.check("article-zero1", "1e99999999"), FAST)
-    assert seconds < FAST and not feedback.correct and "answer" in feedback.message
+    answer = ANSWERS | {"activations_gb": "1e99999999"}
+    feedback, seconds = timed(lambda: check(1, QUESTION, answer), FAST)
+    (mark,) = [m for m in feedback.marks if m.part == "activations_gb"]
+    assert seconds < FAST and not feedback.correct and "cannot read '1e99999999'" in mark.message
 
 
 def test_item1_explorer_byte_box_with_a_huge_exponent_is_marked_at_once():
@@ -268,7 +277,7 @@ BIG = 10**4400
         (lambda: as_stage(BIG), ValueError, ("stage", "a 4,401-digit number")),
         (lambda: recipes.get(BIG), TypeError, ("recipe", "a 4,401-digit number")),
         (lambda: memory.per_gpu(7, 1, 1, recipe=["mixed-adam"]), TypeError, ("recipe", "list")),
-        (lambda: exercises.check(["article-zero1"], 1), TypeError, ("exercise_id", "list")),
+        (lambda: check(1, [QUESTION], ANSWERS), TypeError, ("question must be one of", "['stage-")),
         (lambda: recipes.get(Decimal("sNaN")), TypeError, ("recipe",)),
         (lambda: units.as_bytes("memory", Decimal("sNaN")), ValueError, ("memory", "finite")),
         (lambda: checks.gpus(Decimal("sNaN")), TypeError, ("gpus",)),
@@ -298,8 +307,9 @@ def test_item7_every_message_names_its_field(call, error, words):
 def test_item7_numpy_scalars_are_read_like_python_numbers():
     assert memory.max_params(np.int64(8), np.float64(80e9), np.int64(3)) == 40_000_000_000
     assert memory.per_gpu(np.int64(7_500_000_000), 8, 1).total == Fraction("41.25") * 10**9
-    assert exercises.check("article-zero1", np.float64(41.25)).correct
-    assert exercises.check("article-zero1", np.float32(41.25)).correct
+    exact = ANSWERS["activations_gb"]
+    for number in (np.float64(exact), np.float32(exact), Decimal(str(exact))):
+        assert check(1, QUESTION, ANSWERS | {"activations_gb": number}).correct, number
     refused(lambda: memory.per_gpu(7, np.float64(8.0), 1), TypeError, "gpus", "floats are not exact")
 
 

@@ -21,8 +21,7 @@ from . import views
 _ERROR = "<div class='zero-error' style='color:#b00020;white-space:normal;line-height:1.3'>{}</div>"
 #: Every control, and the error area under it, has this width: an error never widens a column.
 _WIDTH = "360px"
-#: On a screen narrower than a column, a control shrinks to the column less its 2 px margins on each side.
-_NARROW = "calc(100% - 4px)"
+_NARROW = "calc(100% - 4px)"  #: on a phone: the column's width less a control's 2 px margins
 #: The text boxes read through `inputs.FIELDS`, by field name, besides the three custom byte counts.
 _TYPED = ("params", "gpus", "gpu_memory", "bandwidth")
 _PICK = "choose a case…"

@@ -7,12 +7,11 @@ True/False or "yes"/"no". Nothing is evaluated: text is matched against fixed fo
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 from html import escape
 
-from .. import units
+from .. import checks, units
 from ..stages import as_stage
 from .model import Part, Question, canonical
 
@@ -39,14 +38,13 @@ _SUFFIX = {
 
 def _number(part: Part, raw) -> Fraction:
     """A number in the part's unit, from a number or text."""
-    if isinstance(raw, bool) or not isinstance(raw, (int, float, Fraction, str)):
-        raise ValueError(f"give a number{' in ' + part.unit if part.unit else ''}, not {type(raw).__name__}")
-    if isinstance(raw, float):
-        if not math.isfinite(raw):
-            raise ValueError(f"give a finite number, got {raw}")
-        return Fraction(repr(raw))
-    if not isinstance(raw, str):
-        return Fraction(raw)
+    if not isinstance(raw, str):  # int, float, Fraction, Decimal or a numpy scalar, read exactly
+        try:
+            return checks.exact(part.name, raw)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"give a finite number{' in ' + part.unit if part.unit else ''}, got {_shown(raw)}"
+            ) from None
     text = raw.strip().replace(",", "").replace("_", "").removeprefix("$")
     if part.unit in ("params", "elements", "tokens"):
         return Fraction(units.parse_count(text.removesuffix(part.unit).strip(), field=part.name))
