@@ -138,7 +138,7 @@ def _parameter_row(ax, y: float, sizes: list[int], names: list[str], flat: int) 
     for i, n in enumerate(sizes):
         ax.barh(y, n, left=start, height=0.6, color=("#9a9a9a", "#cfcfcf")[i % 2], edgecolor="white")
         if n >= NARROW * flat:
-            ax.text(start + n / 2, y, f"{names[i]}  {n}", ha="center", va="center", fontsize=8)
+            ax.text(start + n / 2, y, f"{names[i]}  {n}", ha="center", va="center", fontsize=10)
         else:
             middle, rise = start + n / 2, 0.45 + 0.3 * (above % 2)
             ax.annotate(
@@ -147,7 +147,7 @@ def _parameter_row(ax, y: float, sizes: list[int], names: list[str], flat: int) 
                 (middle, y + rise),
                 ha="right" if middle > 0.9 * flat else "left" if middle < 0.1 * flat else "center",
                 va="bottom",
-                fontsize=8,
+                fontsize=10,
                 arrowprops={"arrowstyle": "-", "linewidth": 0.6},
             )
             above += 1
@@ -161,7 +161,7 @@ def plot_flat_buffer(sizes: list[int], gpus: int, names: list[str] | None = None
     names = names or [f"p{i}" for i in range(len(sizes))]
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     psi, flat = sum(sizes), ds_traffic.padded_flat(sum(sizes), gpus)
-    fig, ax = plt.subplots(figsize=(10, 2.2 + 0.45 * gpus))
+    fig, ax = plt.subplots(figsize=(10, 2.6 + 0.45 * gpus))
     _parameter_row(ax, gpus + 1, sizes, names, flat)
     slices = flat_slices(sizes, gpus)
     _bar(ax, gpus, slices)
@@ -180,10 +180,11 @@ def plot_flat_buffer(sizes: list[int], gpus: int, names: list[str] | None = None
     ax.set_xlim(0, flat)
     ax.set_ylim(-0.6, gpus + 2.3)
     ax.set_xlabel(
-        f"position in the flat buffer (elements; {psi:,} real, padded to {flat:,} = a multiple of 2N)"
+        f"position in the flat buffer (elements; {psi:,} real, padded to {flat:,} = a multiple of 2N)\n"
+        "white lines inside a bar: borders between parameters"
     )
     ax.set_title(f"DeepSpeed stages 1/2 on {gpus} ranks: one flat buffer, cut into equal slices")
-    _legend(ax, gpus, below=-0.16 - 0.4 / (gpus + 2))
+    _legend(ax, gpus, below=-0.24 - 0.4 / (gpus + 2))
     return _done(fig)
 
 
