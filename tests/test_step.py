@@ -20,7 +20,7 @@ from zero_lessons.planning import (
 )
 from zero_lessons.planning.step import Layer, Model
 from zero_lessons.planning.step_parts import KINDS
-from zero_lessons.planning.step_zero3 import replay
+from zero_lessons.planning.step_zero3 import replay, runs
 
 # Three layers of one tensor each (10, 20, 30 elements), saving 1, 2 and 3 activation bytes.
 TINY = layered_model([(10,), (20,), (30,)], [1, 2, 3])
@@ -322,7 +322,7 @@ def test_stage3_can_peak_above_stage2():
     assert z3.phase("backward block 24").total - z2.peak.total == 2 * model.params > 0
     # Stage 3 peaks a little earlier, at the last block's forward: what it prefetched for backward is held
     # twice there, copied out and in the all-gather buffer that brought it, with no fresh gradient yet.
-    flat = sum(p.nbytes for p in z3.peak.parts if p.reason.startswith("all-gather outputs"))
+    flat = sum(p.nbytes for p in z3.peak.parts if p.reason.startswith("all-gather buffers"))
     assert z3.peak.name == "forward block 24"
     fresh = z2.peak.bytes_of("unreduced gradients")
     assert z3.peak.total - z3.phase("backward block 24").total == flat - fresh
@@ -521,3 +521,34 @@ def test_every_byte_count_is_exact(framework):
     for phase in timeline(PAIR, framework, 3).phases:
         for part in phase.parts:
             assert type(part.nbytes) in (int, Fraction), (phase.name, part)
+
+
+def test_gathered_layers_are_named_by_their_unbroken_runs():
+    # The lab's stage-3 model steps through Linear and ReLU modules; a ReLU has no tensors: it breaks no run.
+    # At the third ReLU's forward the prefetcher holds linear 1 (for backward) and linear 4 (next), not the
+    # two between them, kept from their own use: "linear 1 to linear 4" would name all four.
+    layers = tuple(
+        Layer(name, tensors)
+        for name, tensors in [
+            ("linear 1", (1024, 32)),
+            ("relu 1", ()),
+            ("linear 2", (1024, 32)),
+            ("relu 2", ()),
+            ("linear 3", (1024, 32)),
+            ("relu 3", ()),
+            ("linear 4", (1024, 32)),
+        ]
+    )
+    assert runs(layers, (0, 6)) == "linear 1 and linear 4"
+    assert runs(layers, (2, 4)) == "linear 2 to linear 3"
+    assert runs(layers, (0, 2, 6)) == "linear 1 to linear 2 and linear 4"
+    assert runs(layers, (0, 4, 6)) == "linear 1 and linear 3 to linear 4"
+    assert (
+        runs(layers[::2], (0, 2)) == "linear 1 and linear 3"
+        and runs(layers, (0, 4)) == "linear 1 and linear 3"
+    )
+    assert (
+        runs(tuple(Layer(f"block {i}", (9,)) for i in range(1, 6)), (0, 2, 4))
+        == "block 1, block 3 and block 5"
+    )
+    assert runs(layers, ()) == ""

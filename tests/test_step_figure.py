@@ -54,7 +54,10 @@ def test_one_panel_per_setup_with_its_title_labels_and_peak():
         assert [tick.get_text() for tick in ax.get_xticklabels()] == [short_name(p.name) for p in t.phases]
         (line,) = [a for a in ax.get_lines() if a.get_gid() == "peak"]
         assert line.get_ydata()[0] == pytest.approx(float(Fraction(t.peak.total) / 1000))
-        assert short_name(t.peak.name) in ax.get_title(loc="right")
+        # The peak is named in full, as the tables name it, and a marker on its line stands over its bar.
+        assert ax.get_title(loc="right").endswith(f" at {t.peak.name}")
+        (over,) = [a for a in ax.get_lines() if a.get_gid() == "peak bar"]
+        assert (list(over.get_xdata()), list(over.get_ydata())) == ([t.peak_index], [line.get_ydata()[0]])
         bands = [p for p in ax.patches if p.get_gid() == "boundary"]
         assert len(bands) == sum(p.kind == "boundary" for p in t.phases) == 3
         (marks,) = [a for a in ax.get_lines() if a.get_gid() == "measured"]
@@ -118,9 +121,12 @@ def test_a_long_step_names_its_runs_and_its_peak_in_the_title():
         assert set(named) == {"start", "forward →", "← backward", "step"}
         assert (named["forward →"].kind, named["← backward"].kind) == ("forward", "backward")
         assert named["step"].name == "optimizer step"
-        assert ax.get_title(
-            loc="right"
-        ) == f"model peak {units.format_number(t.peak.total / 10**9, 1)} GB at " + (short_name(t.peak.name))
+        assert (
+            ax.get_title(loc="right")
+            == f"model peak {units.format_number(t.peak.total / 10**9, 1)} GB at {t.peak.name}"
+        )
+        (over,) = [a for a in ax.get_lines() if a.get_gid() == "peak bar"]
+        assert list(over.get_xdata()) == [t.peak_index]
         assert not [a for a in ax.get_lines() if a.get_gid() == "measured"]  # the model alone: no markers
     fig.savefig(ARTIFACTS / "step-figure-7.5b.png", dpi=100)
 
@@ -241,11 +247,40 @@ def test_tables_show_exact_bytes_rounded_only_for_display():
     # Model state: the paper's ZeRO-3 share, plus the small tensors (≤ 100,000 elements) kept whole.
     small = sum(n for layer in BIG.layers for n in layer.tensors if n <= 100_000)
     state = memory.per_gpu(BIG.params, 8, Stage.ZERO3).total + 2 * small
-    shown = [
-        units.format_number(units.in_unit(b, "GB"), 2) for b in (state, t.peak.total, t.peak.total - state)
-    ]
+    shown = [units.format_number(units.in_unit(b, "GB"), 3) for b in (state, t.peak.total)]
+    rest = f"{float(Fraction(shown[1]) - Fraction(shown[0])):.3f}"  # the shown numbers' difference
+    assert abs(Fraction(rest) - units.in_unit(t.peak.total - state, "GB")) <= Fraction(1, 1000)
     summary = peak_table([t])
-    assert summary.body == (("DeepSpeed ZeRO-3", "8", "on", *shown[:2], "optimizer step", shown[2]),)
+    # Stage 3 holds the same model state all step, so before the optimizer step and at the peak agree.
+    row = ("DeepSpeed ZeRO-3", "8", "on", shown[0], "optimizer step", shown[1], shown[0], rest)
+    assert summary.body == (row,)
     assert "| --: |" in summary._repr_markdown_() and "<td>optimizer step</td>" in summary._repr_html_()
     with pytest.raises(TypeError, match="timelines must be a non-empty list of Timeline"):
         peak_table([])
+
+
+def test_the_peak_table_splits_the_peak_at_the_peak_itself():
+    # DeepSpeed's stage 2 allocates its gradient partition at the first reduction, after its peak at the last
+    # block's backward: the model state there is the weights and the optimizer shard only, 2Ψ + 12Ψ/N, below
+    # the paper's stage-2 figure that it holds before the optimizer step. The last two columns add up to the
+    # peak, so a reader's subtraction works.
+    t = timeline(BIG, DeepSpeed(stage=2), 8)
+    psi = BIG.params
+    at_peak = 2 * psi + Fraction(12 * psi, 8)
+    paper = memory.per_gpu(psi, 8, Stage.ZERO2).total
+    assert t.peak.name == "backward block 36" and t.peak.model_state == at_peak < paper
+    (row,) = peak_table([t], "B").body
+    head = peak_table([t], "B").head
+    cells = dict(zip(head, row, strict=True))
+    number = lambda text: Fraction(text.replace(",", ""))  # noqa: E731
+    assert number(cells["model state before optimizer step B"]) == paper
+    assert number(cells["model state at the peak B"]) == at_peak
+    beyond = number(cells["beyond model state at the peak B"])
+    assert beyond + number(cells["model state at the peak B"]) == number(cells["peak B"]) == t.peak.total
+    # Rounded to thousandths of a GB, a row still adds up as printed, and its last column stays within
+    # 0.001 GB of the exact bytes beyond the model state.
+    lines = [timeline(BIG, DeepSpeed(stage=s), 8) for s in (1, 2, 3)]
+    for line, row in zip(lines, peak_table(lines).body, strict=True):
+        peak, state, beyond = (Fraction(cell) for cell in row[5:])
+        exact = Fraction(line.peak.total - line.peak.model_state, 10**9)
+        assert state + beyond == peak and abs(beyond - exact) <= Fraction(1, 1000)

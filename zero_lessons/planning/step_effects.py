@@ -43,7 +43,8 @@ CHANGES = (
         DeepSpeed(stage=2),
         DeepSpeed(stage=2, allgather_bucket_size=50_000_000),
         "5e8 → 5e7 elements",
-        "splits the weights' all-gather into more calls; unused where all_gather_into_tensor exists (NCCL)",
+        "same elements, in more all-gather calls; ignored where PyTorch has all_gather_into_tensor "
+        "(gloo and NCCL: lesson 08)",
     ),
     Change(
         "overlap_comm",
@@ -71,7 +72,8 @@ CHANGES = (
         DeepSpeed(stage=3),
         DeepSpeed(stage=3, max_reuse_distance=0),
         "1e9 → 0 elements",
-        "weights are released after use and gathered again for backward, unless prefetching passed them",
+        "weights are freed after use and gathered again for backward, unless the prefetcher has "
+        "already walked past that use",
     ),
     Change(
         "reshard_after_forward",
@@ -125,7 +127,8 @@ def effects(model: Model, gpus: int, changes: tuple[Change, ...] = CHANGES) -> E
 
 @dataclass(frozen=True)
 class EffectTable:
-    """The changes as a table: framework, knob, change, peak before and after, and the traffic effect."""
+    """The changes as a table: framework, knob, change, peak before and after, and what it does to the traffic
+    (its volume, the number of messages that carry it, or when they are sent)."""
 
     rows: tuple[Effect, ...]  #: one per change
     model: str  #: the model's name
@@ -147,7 +150,14 @@ class EffectTable:
             whole, _, part = units.format_number(units.in_unit(nbytes, unit), 2).partition(".")
             return f"{whole}.{part.ljust(2, '0')}"
 
-        head = ["framework", "knob", "change", f"peak {unit}", f"peak moves {unit}", "traffic"]
+        head = [
+            "framework",
+            "knob",
+            "change",
+            f"peak {unit}",
+            f"peak moves {unit}",
+            "what it does to the traffic",
+        ]
         body = [
             [
                 r.change.before.label,

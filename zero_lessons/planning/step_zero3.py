@@ -19,7 +19,7 @@ from .step_knobs import DeepSpeed
 from .step_parts import Part
 from .step_rules import FP32, Moments, Parts, Setup, per, share, span
 
-__all__ = ["Gathered", "replay", "zero3"]
+__all__ = ["Gathered", "replay", "runs", "zero3"]
 
 
 def zero3(setup: Setup, fw: DeepSpeed) -> Moments:
@@ -105,8 +105,7 @@ def _gathered(setup: Setup, step: Gathered, which: str) -> Parts:
         return ()
     layers, w = setup.model.layers, setup.w
     names = {
-        key: span(tuple(layers[j] for j in idx)) if idx else ""
-        for key, idx in (("ahead", step.prefetched_layers), ("kept", step.kept_layers))
+        key: runs(layers, idx) for key, idx in (("ahead", step.prefetched_layers), ("kept", step.kept_layers))
     }
     own = layers[step.layer].name if step.layer >= 0 else ""
     return (
@@ -118,22 +117,36 @@ def _gathered(setup: Setup, step: Gathered, which: str) -> Parts:
         Part(
             "gathered parameters",
             (step.prefetched - step.in_flight) * w,
-            f"prefetched ahead of use (prefetch_bucket_size) and copied out with an earlier fetch: "
-            f"tensors of {names['ahead']}: {per(w, step.prefetched - step.in_flight)}",
+            f"gathered ahead of use by the prefetcher (prefetch_bucket_size), already copied out "
+            f"of their all-gather buffer: tensors of {names['ahead']}: "
+            f"{per(w, step.prefetched - step.in_flight)}",
         ),
         Part(
             "gathered parameters",
             step.kept * w,
-            f"kept from an earlier use (max_reuse_distance, or a use the "
-            f"prefetcher passed): tensors of {names['kept']}: {per(w, step.kept)}",
+            f"kept gathered since an earlier use (reused within max_reuse_distance, or the prefetcher is "
+            f"already past their next use): tensors of {names['kept']}: {per(w, step.kept)}",
         ),
         Part(
             "gathered parameters",
             step.flat * w,
-            "all-gather outputs, each kept until every tensor it brought is used (each tensor is "
-            f"copied out of it, torch.cat of its pieces): {per(w, step.flat)}",
+            "all-gather buffers, each freed only once every tensor it brought has been used "
+            f"(each tensor is copied out of its buffer): {per(w, step.flat)}",
         ),
     )
+
+
+def runs(layers, idx) -> str:
+    """The layers at indices `idx` by name, each unbroken run as one span: "linear 2 to linear 3", but
+    "linear 1 and linear 4" when layers between them are left out (a layer without tensors breaks no run)."""
+    spans, run = [], []
+    for j in range(len(layers)):
+        if j in idx:
+            run.append(layers[j])
+        elif layers[j].tensors and run:
+            spans, run = [*spans, span(tuple(run))], []
+    spans += [span(tuple(run))] if run else []
+    return ", ".join(spans[:-1]) + (" and " if len(spans) > 1 else "") + (spans[-1] if spans else "")
 
 
 def _cast(setup: Setup, fw: DeepSpeed) -> Parts:

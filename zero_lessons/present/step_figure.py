@@ -6,8 +6,9 @@ at the bottom, transient buffers above); a black marker is what the busiest rank
 and a dashed box on the bar, where given, is how far above the model the measurement may be. A
 stretch the model has no phase for, the loss, may get a column of its own with a hollow marker.
 Grey bands mark the boundaries where only persistent state is live; a dashed line marks the
-model's peak. The figure is a view of numbers computed elsewhere: `Panel.heights` and
-`Panel.labels` give them without drawing, so tests and other renderers read the same values.
+model's peak, and a triangle on it the peak's bar, so a long step's peak can be found without a
+label. The figure is a view of numbers computed elsewhere: `Panel.heights` and `Panel.labels` give
+them without drawing, so tests and other renderers read the same values.
 """
 
 from __future__ import annotations
@@ -163,9 +164,12 @@ def _draw_panel(ax, panel: Panel, unit: str) -> None:
     ax.axhline(peak, color="crimson", ls="--", lw=0.9, zorder=1, gid="peak")
     shown = units.format_number(Fraction(t.peak.total) / size, 1)
     ax.set_title(panel.title.replace("$", r"\$"), fontsize=9, loc="left", pad=3)
-    right = f"model peak {shown} {unit} at {short_name(t.peak.name)}"
+    right = f"model peak {shown} {unit} at {t.peak.name}"  # the full name, as the tables write it
     ax.set_title(right, fontsize=8, loc="right", pad=3, color="crimson")
     xs, loss_x = panel.columns()
+    ax.plot(
+        [xs[t.peak_index]], [peak], marker="v", ms=5, color="crimson", ls="none", zorder=5, gid="peak bar"
+    )
     ticks, labels = list(xs), list(panel.labels())
     if loss_x is not None:
         ticks.insert(loss_x, loss_x)
@@ -254,7 +258,7 @@ def _entries(panels, unit: str) -> tuple[list, list[str]]:
         names.append("measured during the loss (not modelled)")
     handles += [
         plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"),
-        plt.Line2D([], [], color="crimson", ls="--", lw=0.9),
+        plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4),
     ]
-    names += ["only persistent state live", "the model's peak"]
+    names += ["only persistent state live", "the model's peak, marked over its bar"]
     return handles, names

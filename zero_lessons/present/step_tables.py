@@ -6,6 +6,7 @@ Both show exact bytes rounded only here, in the unit asked for, and render as Ma
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from html import escape
 
 from .. import checks, units
@@ -45,6 +46,11 @@ def _shown(nbytes, unit: str, digits: int = 3) -> str:
     return ("-" if text.startswith("-") else "") + f"{int(whole):,}" + (f".{part}" if part else "")
 
 
+def _as_shown(nbytes, unit: str, digits: int = 3) -> Fraction:
+    """The bytes `_shown` shows for `nbytes`: `digits` decimals of `unit`, rounded half away from 0."""
+    return Fraction(units.format_number(units.in_unit(nbytes, unit), digits)) * units.unit_size(unit)
+
+
 def parts_table(phase: Phase, unit: str = "GB") -> Table:
     """Every part a rank holds at `phase`, grouped by kind (the kind named once, largest kind first, its parts
     largest first): its bytes and why it is there."""
@@ -60,8 +66,12 @@ def parts_table(phase: Phase, unit: str = "GB") -> Table:
 
 
 def peak_table(timelines, unit: str = "GB") -> Table:
-    """Per timeline: model state before the optimizer step, the peak, where, and the peak's bytes beyond the
-    three model states (what the paper's table leaves out)."""
+    """Per timeline: model state before the optimizer step, then the peak's phase and bytes, split into the
+    model state held at the peak and the bytes beyond it (what the paper's table leaves out).
+
+    The split is taken at the peak: the model state changes over a step (DeepSpeed's stages 1 and 2 allocate
+    their gradient partition at the first reduction). The last column is the peak minus the model state as
+    both are shown, so a row adds up as printed (within one last digit of the exact difference)."""
     if not isinstance(timelines, (tuple, list)) or not timelines:
         raise TypeError(f"timelines must be a non-empty list of Timeline, got {checks.shown(timelines)}")
     unit = units.unit_name(unit)
@@ -76,19 +86,21 @@ def peak_table(timelines, unit: str = "GB") -> Table:
                 t.framework.label,
                 str(t.gpus),
                 "on" if t.checkpointing else "off",
-                _shown(state, unit, 2),
-                _shown(peak.total, unit, 2),
+                _shown(state, unit),
                 peak.name,
-                _shown(peak.total - peak.model_state, unit, 2),
+                _shown(peak.total, unit),
+                _shown(peak.model_state, unit),
+                _shown(_as_shown(peak.total, unit) - _as_shown(peak.model_state, unit), unit),
             )
         )
     head = (
         "setup",
         "N",
         "checkpointing",
-        f"model state {unit}",
-        f"peak {unit}",
+        f"model state before optimizer step {unit}",
         "peak at",
-        f"beyond model state {unit}",
+        f"peak {unit}",
+        f"model state at the peak {unit}",
+        f"beyond model state at the peak {unit}",
     )
-    return Table(head, tuple(body), (False, True, False, True, True, False, True))
+    return Table(head, tuple(body), (False, True, False, True, False, True, True, True))
