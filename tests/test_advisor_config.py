@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import need_module
-from zero_lessons import GB, Setup
+from zero_lessons import GB, Setup, memory
 from zero_lessons.planning import ds_config, ds_estimator, ds_scale, offload
 from zero_lessons.planning.advice import advise
 from zero_lessons.present import html
@@ -31,7 +31,7 @@ def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
     too) times its buffer factor 1.5, 1,890 GB: it does not. The advisor recommends nothing, and says why."""
     pick = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB")
     assert (pick.stage, pick.offload, pick.rule) == (None, "none", "does-not-fit")
-    (why,) = [r for r in pick.reasons if "optimizer+parameters offload" in r]
+    (why,) = [r for r in pick.reasons if r.startswith("ZeRO-3 with optimizer+parameters offload")]
     assert "980 GB by the paper's count" in why and "1890 GB by DeepSpeed's estimator" in why
     assert "DeepSpeed's accounting does not fit" in why and "fp32 copy of the gradients" in why
     assert "27 bytes per parameter across the hosts, where the paper counts 14" in why
@@ -127,7 +127,50 @@ def test_nothing_fits_without_host_memory_or_with_too_little():
     pick = advise(70 * 10**9, 8, "10GB", cpu_memory="512GB")
     assert (pick.stage, pick.rule) == (None, "does-not-fit")
     last = "even with optimizer and parameters offloaded, 17.5 GB per GPU is more than 10 GB"
-    assert pick.reasons[-1] == last
+    assert pick.reasons[-2:] == (last, "what would help: more GPUs, or a smaller model or batch")
+
+
+def test_nothing_fits_never_recommends_what_it_just_ruled_out():
+    """Offload is suggested only when it was not tried; once tried, the advice names what is left."""
+    untried, on_host, on_gpu = (
+        advise(70 * 10**9, 8, "24GB"),  # no host memory given
+        advise(70 * 10**9, 8, "24GB", cpu_memory="1TB"),  # the GPU part fits, DeepSpeed's host count does not
+        advise(70 * 10**9, 8, "10GB", cpu_memory="512GB"),  # not even the GPU part fits
+    )
+    assert "offload to host memory" in untried.reasons[-1]
+    for pick in (on_host, on_gpu):
+        assert not any("offload to" in line for line in pick.lines())
+    assert (
+        on_host.reasons[-1]
+        == "what would help: more GPUs, more host memory per node, or a smaller model or batch"
+    )
+    assert "No rule is enough" in repr(untried) and "offload" not in untried.lines()[0]
+    # activations that fill 90% of a card: no number of GPUs leaves 10% free, so more GPUs are not suggested
+    full = advise(70 * 10**9, 8, "10GB", activations="9.5GB", cpu_memory="1TB")
+    assert full.reasons[-1] == "what would help: a smaller model or batch"
+
+
+def test_no_offload_fits_names_the_count_that_refused_it():
+    """980 GB fits 1 TB by the paper's count; DeepSpeed's 1,890 GB does not. At 500 GB neither count fits."""
+    one_tb = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB").reasons[-2]
+    assert one_tb == (
+        "no offload fits: ZeRO-3 with optimizer+parameters offload fits 1000 GB of host memory per node "
+        "by the paper's count only, and the advice asks for both counts"
+    )
+    small = advise(70 * 10**9, 8, "24GB", cpu_memory="500GB").reasons[-2]
+    assert small.endswith("needs more than 500 GB of host memory per node, even by the paper's count")
+
+
+def test_gpu_counts_in_the_reasons_leave_the_headroom_the_warning_asks_for():
+    """13 B on 40 GB cards: stage 2 fits bare on 13 GPUs (48.75 → exactly 40 GB), but leaves 10% free only
+    from 19 (26 + 182/19 = 35.6 GB ≤ 36 GB), which is the count the advice gives."""
+    pick = advise(13 * 10**9, 8, "40GB")
+    assert "stage 2 would fit on 19 GPUs, leaving 10% of each free" in pick.reasons[-1]
+    assert memory.min_gpus(13 * 10**9, "40GB", 2) == 13 and memory.min_gpus(13 * 10**9, "36GB", 2) == 19
+    at_19, at_18 = advise(13 * 10**9, 19, "40GB"), advise(13 * 10**9, 18, "40GB")
+    assert at_19.stage == at_18.stage == Stage.ZERO2
+    assert not any("under 10%" in w for w in at_19.warnings)
+    assert any("under 10%" in w for w in at_18.warnings)
 
 
 #: Every (stage, offload) the advisor can put in a config.
@@ -253,6 +296,6 @@ def test_advice_html_for_the_explorer():
     pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")
     markup = html.advice_html(pick)
     assert markup.startswith("<div class='zero-advice'><b>use ZeRO-3 with optimizer+parameters offload</b>")
-    # the four stages, "stage 3 alone would fit on 47 GPUs", the chosen offload, three warnings, the ranking
+    # the four stages, "stage 3 would fit on 52 GPUs, ...", the chosen offload, three warnings, the ranking
     assert markup.count("<li>") == len(pick.reasons) + len(pick.warnings) + 1 == 10
     assert "<li>warning: only 110 GB of 2000 GB of host memory per node" in markup

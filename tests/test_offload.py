@@ -1,9 +1,10 @@
-"""Offload moves bytes off the GPU without losing any, and pays for them on the host link."""
+"""Offload moves bytes off the GPU without losing any, and pays for them on the host link and the drive."""
 
 from fractions import Fraction
 
 import pytest
 
+from conftest import need_module
 from zero_lessons import GB
 from zero_lessons.memory import per_gpu
 from zero_lessons.planning import offload
@@ -25,7 +26,47 @@ def test_zero_offload_numbers_for_the_article_example():
     # gradient shard down and weight shard up: 2 + 2 bytes on Ψ/8 elements = 3.75 GB, 0.15 s at 25 GB/s.
     assert offload.link_bytes(PSI, 8, 2) == Fraction("3.75") * GB
     assert offload.link_time(PSI, 8, 2, "25 GB/s") == Fraction(3, 20)
-    assert offload.link_bytes(PSI, 8, 3, parameters=True) == 8 * PSI // 8
+
+
+def test_parameter_offload_crosses_pcie_three_times_not_four():
+    """With the weights on the host, the CPU's step updates them there: nothing comes back after the step.
+    The gradient shard goes down once and the weight shard comes up for the forward and the backward pass."""
+    shard = PSI // 8  # elements of one GPU's shard
+    assert offload.link_bytes(PSI, 8, 3, parameters=True) == 3 * 2 * shard == Fraction("5.625") * GB
+    # optimizer offload alone: gradient down, updated weights back up, at stage 2 and stage 3 alike
+    assert offload.link_bytes(PSI, 8, 2) == offload.link_bytes(PSI, 8, 3) == 2 * 2 * shard
+    assert offload.link_time(PSI, 8, 3, "25 GB/s", parameters=True) == Fraction(9, 40)
+
+
+def test_nvme_traffic_is_the_optimizer_state_in_and_out_and_the_fp32_gradient():
+    """DeepSpeed's optimizer swapper reads fp32 weights and both moments (12 B) before the step and writes
+    them back after; the fp32 gradient (4 B) is written in the backward pass and read for the step."""
+    shard = PSI // 8
+    assert offload.link_bytes(PSI, 8, 3, link="nvme") == (12 + 12 + 4 + 4) * shard == 30 * GB
+    assert offload.link_time(PSI, 8, 3, "6 GB/s", link="nvme") == 5
+    # 937.5 M weight elements per GPU are under max_in_cpu (10**9): DeepSpeed keeps them all in host memory
+    assert offload.link_bytes(PSI, 8, 3, parameters=True, link="nvme") == 30 * GB
+    big = (
+        70 * 10**9 // 8
+    )  # 8.75 G elements per GPU: all but 10**9 stay on the drive, read twice, written once
+    expected = 32 * big + 3 * 2 * (big - 10**9)
+    assert offload.link_bytes(70 * 10**9, 8, 3, parameters=True, link="nvme") == expected == 326.5 * GB
+    for call in (
+        lambda: offload.link_bytes(PSI, 8, 2, link="nvme"),
+        lambda: offload.capacity(PSI, 8, 2, target="nvme"),
+    ):
+        with pytest.raises(ValueError, match="'nvme' needs stage 3"):
+            call()
+    with pytest.raises(ValueError, match="link must be one of pcie, nvme"):
+        offload.link_bytes(PSI, 8, 3, link="usb")
+
+
+@pytest.mark.slow  # imports DeepSpeed
+def test_max_in_cpu_is_deepspeeds_default():
+    need_module("deepspeed.runtime.zero.offload_config")
+    from deepspeed.runtime.zero.offload_config import DeepSpeedZeroOffloadParamConfig
+
+    assert DeepSpeedZeroOffloadParamConfig().max_in_cpu == offload.MAX_IN_CPU
 
 
 @pytest.mark.parametrize(
@@ -53,6 +94,11 @@ def test_capacity_per_gpu_and_per_node():
     cpu = offload.capacity(PSI, 8, 2)
     assert (cpu["gpu"], cpu["cpu_per_node"], cpu["nvme_per_node"]) == (Fraction("16.875") * GB, 90 * GB, 0)
     nvme = offload.capacity(PSI, 16, 3, parameters=True, gpus_per_node=8, target="nvme")
-    assert nvme["cpu_per_node"] == 0 and nvme["nvme_per_node"] == 8 * 14 * PSI // 16
+    # under max_in_cpu, DeepSpeed keeps the fp16 weight shards in host memory; optimizer state goes to NVMe
+    assert nvme["cpu_per_node"] == 8 * 2 * PSI // 16 and nvme["nvme_per_node"] == 8 * 12 * PSI // 16
+    big = offload.capacity(70 * 10**9, 8, 3, parameters=True, target="nvme")
+    assert big["cpu_per_node"] == 8 * 2 * 10**9 and big["nvme_per_node"] == 8 * (
+        14 * 70 * 10**9 // 8 - 2 * 10**9
+    )
     with pytest.raises(ValueError, match="target must be"):
         offload.capacity(PSI, 8, 2, target="tape")

@@ -30,9 +30,10 @@ RULES = {
     "checkpointing or use a smaller micro-batch.",
     "offload": "Offload (not a numbered rule): not even stage 3 fits on the GPUs, so offload state to "
     "host memory, at a cost in PCIe traffic.",
-    "does-not-fit": "No rule is enough: the model state does not fit on these GPUs even under stage 3, so "
-    "add GPUs, offload to host memory, or shrink the model or the batch.",
+    "does-not-fit": "No rule is enough: the model state does not fit on these GPUs even under stage 3.",
 }
+#: When nothing fits, what else would help, by why offload did not: never what the advice just ruled out.
+HELP = {"untried": "offload to host memory, ", "host": "more host memory per node, ", "gpu": ""}
 #: Below this share of memory left free, the advice warns (see CLAIMANTS for what else needs the room).
 HEADROOM = Fraction(1, 10)
 #: What else needs room, by where the headroom is thin.
@@ -47,6 +48,7 @@ NO_ACTIVATIONS = (
     "activations of its micro-batch (give them with activations= in Python, or --activations in "
     "zero-lessons advise)"
 )
+_FREE = f"leaving {units.format_number(100 * HEADROOM)}% of each free"
 _PAPER = {stage: sum(c.multiple for c in communication.collectives(stage)) for stage in Stage}
 #: The ranking in one line, as every answer ends.
 RANKING_LINE = (
@@ -212,14 +214,19 @@ def _rule(setup: Setup, stage: Stage, act: Fraction, show, reasons: list[str]) -
             f"only stage 3 splits them"
         )
         return "partition-parameters"
-    room = gpu_memory - act
-    enough = memory.min_gpus(setup.params, room, Stage.ZERO2, setup.recipe) if room > 0 else None
-    more = f"; stage 2 would fit on {enough:,} GPUs" if enough else ""
+    enough = _fewest(setup, Stage.ZERO2, act)
+    more = f"; stage 2 would fit on {enough:,} GPUs, {_FREE}" if enough else ""
     reasons.append(
         f"whole weights plus activations ({show(whole)}) would fit, but not with stage 2's "
         f"gradient and optimizer shards on {setup.gpus} GPUs{more}"
     )
     return "stage-3-or-more-gpus"
+
+
+def _fewest(setup: Setup, stage: Stage, act: Fraction) -> int | None:
+    """Fewest GPUs on which `stage`'s model state plus `act` leaves HEADROOM of each GPU free, or None."""
+    room = setup.gpu_memory * (1 - HEADROOM) - act
+    return memory.min_gpus(setup.params, room, stage, setup.recipe) if room >= 1 else None
 
 
 def _headroom(need: Fraction, capacity: Fraction, where: str, show, options=()) -> tuple[str, ...]:
@@ -246,17 +253,19 @@ def _offload(
     reasons: list[str],
 ) -> Advice:
     """Advice when not even stage 3 fits: the least offload that fits the GPU and, by both counts, host."""
-    fewest = memory.min_gpus(setup.params, setup.gpu_memory, Stage.ZERO3, setup.recipe)
+    fewest = _fewest(setup, Stage.ZERO3, act)
     reasons.append(
-        f"stage 3 model state alone would fit on {fewest:,} GPUs"
-        if fewest
-        else "no number of GPUs makes it fit"
+        f"stage 3 would fit on {fewest:,} GPUs, {_FREE}" if fewest else f"no number of GPUs fits, {_FREE}"
     )
     if host is None:
         reasons.append("no host memory given, so offload was not considered")
     found = None if host is None else host_check.least_offload(setup, act, host, per_node, show, reasons)
     warnings = () if act else (NO_ACTIVATIONS,)
     if found is None:
+        gpu_fits = any(p.gpu <= setup.gpu_memory for p in offload.plans(setup, act, per_node))
+        why = "untried" if host is None else "host" if gpu_fits else "gpu"
+        helps = ("more GPUs, " if fewest else "") + HELP[why]  # GPUs help unless activations fill a card
+        reasons.append(f"what would help: {helps}{'or ' if helps else ''}a smaller model or batch")
         return Advice(None, "does-not-fit", needs, setup.gpu_memory, act, tuple(reasons), warnings=warnings)
     plan, ds_host = found
     later = offload.plans(setup, act, per_node)[offload.ORDER.index((plan.stage, plan.offload)) + 1 :]

@@ -42,8 +42,22 @@ def least_offload(
             f"than {show(setup.gpu_memory)}"
         )
     else:
-        reasons.append(f"no offload fits {show(host)} of host memory per node by both counts")
+        reasons.append(_none_fits_host(setup, tried, host, show))
     return None
+
+
+def _none_fits_host(setup: Setup, tried: tuple[offload.Plan, ...], host: Fraction, show: Show) -> str:
+    """Why no offload that fits the GPU was taken, naming the count that refused it."""
+    paper = [p for p in tried if p.gpu <= setup.gpu_memory and p.host <= host]
+    if not paper:
+        return (
+            f"no offload fits: each one that fits the GPU needs more than {show(host)} of host memory per "
+            "node, even by the paper's count"
+        )
+    return (
+        f"no offload fits: {paper[0].stage.label} with {paper[0].offload} offload fits {show(host)} of host "
+        "memory per node by the paper's count only, and the advice asks for both counts"
+    )
 
 
 def host_reason(

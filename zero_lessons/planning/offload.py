@@ -1,11 +1,13 @@
-"""CPU and NVMe offload as a first model: capacity gained on the GPU, bytes paid on the PCIe link.
+"""CPU and NVMe offload as a first model: capacity gained on the GPU, bytes paid on the links.
 
 Assumptions, stated once:
 - Optimizer offload (ZeRO-Offload) moves each GPU's optimizer shard to host memory, and the
   CPU runs the optimizer step. Every step, the GPU sends its gradient shard down and receives
   its updated weight shard back.
-- Parameter offload (ZeRO-Infinity, stage 3 only) also keeps the weight shard off the GPU, so
-  it crosses the link again in the forward and in the backward pass.
+- Parameter offload (ZeRO-Infinity, stage 3 only) keeps the weight shard on the host: the CPU's
+  step updates it there, and it crosses to the GPU for the forward and for the backward pass.
+- NVMe (stage 3 only in DeepSpeed) puts the offloaded state on a drive behind host memory, so
+  every step also reads it from the drive and writes it back (`link_bytes(..., link="nvme")`).
 - Only model state is counted; pinned buffers and activations are left out. DeepSpeed's own
   estimator counts more on the host (`deepspeed_host`), and a plan should fit both counts.
 """
@@ -28,6 +30,13 @@ MAX_FLOPS = 10**21
 MAX_TOKENS = 10**15
 #: What can be offloaded, from least to most.
 OFFLOADS = ("none", "optimizer", "optimizer+parameters")
+#: The links offload traffic crosses: each GPU's PCIe link to host memory, and host memory's link to NVMe.
+LINKS = ("pcie", "nvme")
+#: Bytes per element of the gradient DeepSpeed's optimizer swapper writes to NVMe and reads back: fp32.
+NVME_GRAD_BYTES = 4
+#: DeepSpeed's default `offload_param.max_in_cpu`: fp16 weight elements per process it keeps in host
+#: memory even when the parameters are offloaded to NVMe; only the rest goes to the drive.
+MAX_IN_CPU = 10**9
 #: Offload choices in the order a planner tries them, least first: (stage, what is offloaded).
 ORDER = ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "optimizer+parameters"))
 
@@ -71,16 +80,41 @@ def offloaded(
 
 
 def link_bytes(
-    params: int, gpus: int, stage: StageLike, recipe: RecipeLike = MIXED_ADAM, *, parameters: bool = False
+    params: int,
+    gpus: int,
+    stage: StageLike,
+    recipe: RecipeLike = MIXED_ADAM,
+    *,
+    parameters: bool = False,
+    link: str = "pcie",
 ) -> Fraction:
-    """Bytes one GPU moves over its host link per step: gradient shard down, weight shard up.
+    """Bytes one GPU's share moves per step over `link`: "pcie" (GPU and host) or "nvme" (host and drive).
 
-    With parameter offload the weight shard crosses twice more, for the forward and the backward pass.
+    PCIe, by the papers' design: the gradient shard goes down once. The weight shard comes up once after
+    the CPU's step; with parameter offload the step updates it on the host, and it comes up twice instead,
+    for the forward and for the backward pass.
+    NVMe (stage 3), as DeepSpeed's swappers move it: the optimizer shard is read before the step and written
+    back; the gradient shard is written as fp32 in the backward pass and read back for the step; with
+    `parameters` (on NVMe too) the weights past MAX_IN_CPU are read twice and written once. A recipe whose
+    optimizer state already counts an fp32 gradient copy (infinity-20) has that copy counted twice here.
     """
     offloaded(params, gpus, stage, recipe, parameters=parameters)  # validates the combination
+    link, stage = checks.choice("link", link, LINKS), as_stage(stage)
     recipe, shard = recipes.get(recipe), memory.shard_elements(params, gpus)
-    trips = 3 if parameters else 1
-    return shard * (recipe.grad_bytes + trips * recipe.weight_bytes)
+    if link == "pcie":
+        return shard * (recipe.grad_bytes + (2 if parameters else 1) * recipe.weight_bytes)
+    _nvme_needs_stage_3("link", stage)
+    # DeepSpeed keeps the first MAX_IN_CPU weight elements in host memory; only the rest live on the drive
+    on_drive = max(shard - MAX_IN_CPU, 0) if parameters else 0
+    return shard * 2 * (recipe.optimizer_bytes + NVME_GRAD_BYTES) + on_drive * 3 * recipe.weight_bytes
+
+
+def _nvme_needs_stage_3(field: str, stage: Stage) -> None:
+    """Refuse NVMe below stage 3: DeepSpeed offers NVMe offload only with ZeRO-3."""
+    if stage is not Stage.ZERO3:
+        raise ValueError(
+            f"{field} 'nvme' needs stage 3 (DeepSpeed offers NVMe offload only there), got {stage.label}"
+        )
 
 
 def link_time(
@@ -91,10 +125,11 @@ def link_time(
     recipe: RecipeLike = MIXED_ADAM,
     *,
     parameters: bool = False,
+    link: str = "pcie",
 ) -> Fraction:
-    """Seconds per step on the host link at `bandwidth` ("25 GB/s" is read too), with no overlap."""
+    """Seconds per step on `link` at `bandwidth` ("25 GB/s" is read too), with no overlap."""
     rate = units.as_rate("bandwidth", bandwidth)
-    return link_bytes(params, gpus, stage, recipe, parameters=parameters) / rate
+    return link_bytes(params, gpus, stage, recipe, parameters=parameters, link=link) / rate
 
 
 def compute_time(params: int, tokens: int, flops_per_second) -> Fraction:
@@ -121,16 +156,20 @@ def capacity(
 ) -> dict[str, Fraction]:
     """Bytes needed per GPU, and per node on the host (`target="cpu"`) or on NVMe (`target="nvme"`).
 
-    With NVMe as the target the offloaded state lives on the drive; the host's pinned staging
-    buffers are left out, as everywhere in this model.
+    NVMe needs stage 3. With it, DeepSpeed still keeps up to MAX_IN_CPU offloaded weights per GPU in host
+    memory, so those count on the host; the host's pinned staging buffers are left out, as everywhere here.
     """
     checks.choice("target", target, ("cpu", "nvme"))
     on_gpu, off_gpu = offloaded(params, gpus, stage, recipe, parameters=parameters)
-    per_node = off_gpu.total * min(checks.gpus_per_node(gpus_per_node), checks.gpus(gpus))
+    sharing = min(checks.gpus_per_node(gpus_per_node), checks.gpus(gpus))
+    if target == "cpu":
+        return {"gpu": on_gpu.total, "cpu_per_node": off_gpu.total * sharing, "nvme_per_node": Fraction(0)}
+    _nvme_needs_stage_3("target", as_stage(stage))
+    kept = min(off_gpu.weights, MAX_IN_CPU * recipes.get(recipe).weight_bytes)
     return {
         "gpu": on_gpu.total,
-        "cpu_per_node": per_node if target == "cpu" else Fraction(0),
-        "nvme_per_node": per_node if target == "nvme" else Fraction(0),
+        "cpu_per_node": kept * sharing,
+        "nvme_per_node": (off_gpu.total - kept) * sharing,
     }
 
 
