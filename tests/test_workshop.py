@@ -16,25 +16,27 @@ from pathlib import Path
 
 import pytest
 
-from zero_lessons import GB, GiB, workshop
+from zero_lessons import GB, GiB, format_bytes, workshop
 from zero_lessons.communication import multiple, volume_elements
+from zero_lessons.lab.model import MODEL
 from zero_lessons.memory import min_gpus, per_gpu
 from zero_lessons.planning import ds_estimator, offload
 from zero_lessons.planning.activations import RECOMPUTE, Transformer, activation_bytes
 from zero_lessons.recipes import MEGATRON_18, custom
 from zero_lessons.stages import Stage
 from zero_lessons.workshop import QUESTIONS, answer_key, check, sheet
+from zero_lessons.workshop.derivation import by_hand
 from zero_lessons.workshop.feedback import NOT_YET, RIGHT
 from zero_lessons.workshop.lab_link import from_lab, predicted
-from zero_lessons.workshop.measure import case, compare
+from zero_lessons.workshop.measure import FAMILIES, case, compare
 from zero_lessons.workshop.sheets import question
-from zero_lessons.workshop.traces import OPTIONS
+from zero_lessons.workshop.traces import OPTIONS, WHY_RATIO
 
 SEEDS = range(30)
 
 
 def solve_checkpointing(g):
-    shape = Transformer(g["layers"], g["hidden"], g["hidden"] // 128, g["seq_len"], g["micro_batch"])
+    shape = Transformer(g["layers"], g["hidden"], g["heads"], g["seq_len"], g["micro_batch"])
     for recompute in RECOMPUTE:
         act = activation_bytes(shape, recompute)
         needs = [per_gpu(shape.params, g["gpus"], s).total + act for s in Stage]
@@ -51,18 +53,18 @@ def solve_checkpointing(g):
 
 
 def solve_host(g):
-    shape = Transformer(g["layers"], g["hidden"], g["hidden"] // 128, 2048, 1)
-    act, card, host, n = activation_bytes(shape, "full"), g["card_gb"] * GB, g["host_gb"] * GB, g["gpus"]
+    psi, act, card, host, n = g["params"], g["activations"], g["card_gb"] * GB, g["host_gb"] * GB, g["gpus"]
+    assert psi == 12 * g["layers"] * g["hidden"] ** 2 + 50_257 * g["hidden"]  # the prompt's 12·L·h² + V·h
     for stage, both in ((2, False), (3, False), (3, True)):
-        on, off = offload.offloaded(shape.params, n, stage, parameters=both)
+        on, off = offload.offloaded(psi, n, stage, parameters=both)
         if on.total + act <= card and off.total * n <= host:
             break
     if stage == 2:
-        ds = ds_estimator.zero2(shape.params, n, 1, cpu_offload=True).cpu_bytes
+        ds = ds_estimator.zero2(psi, n, 1, cpu_offload=True).cpu_bytes
     else:
-        ds = ds_estimator.zero3(shape.params, 0, n, 1, cpu_offload=True, cpu_offload_params=both).cpu_bytes
+        ds = ds_estimator.zero3(psi, 0, n, 1, cpu_offload=True, cpu_offload_params=both).cpu_bytes
     return {
-        "stage3_gb": 16 * shape.params / n / GB,
+        "stage3_gb": 16 * psi / n / GB,
         "stage": stage,
         "offload": "optimizer+parameters" if both else "optimizer",
         "host_gb": float(off.total * n / GB),
@@ -451,3 +453,93 @@ def test_reuse_distance_zero_is_told_apart_from_gathering_once_and_twice():
         once, twice = (predicted(m, gpus, rank).sent["all_gather"] for m in ("ds_zero3", "ds_zero3_no_reuse"))
         assert slips == {"reuse0-not-once": once, "reuse0-not-twice": twice}
         assert once < q.part("all_gather").value < twice  # between one pass and two
+
+
+def test_the_host_question_gives_the_activations_it_states_and_the_model_they_come_from():
+    for seed in SEEDS:
+        q = question("offload-and-host", seed)
+        g = dict(q.given)
+        # the variant draws its transformer at sequence length 2,048 and micro-batch 1
+        shape = Transformer(g["layers"], g["hidden"], g["hidden"] // 128, 2048, 1)
+        assert g["params"] == shape.params and g["activations"] == activation_bytes(shape, "full")
+        assert f"leaves {format_bytes(g['activations'])} of activations per GPU" in q.prompt
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_by_hand_working_adds_up_to_the_labs_prediction_for_every_case(family):
+    """Worked tensor by tensor, every setting, rank count and rank of a family gives the lab's prediction."""
+    for mode in FAMILIES[family][1]:
+        for gpus in (2, 4):
+            for rank in range(gpus):
+                hand = by_hand(mode, gpus, rank)
+                assert hand.values() == predicted(mode, gpus, rank).values(), (mode, gpus, rank)
+                assert all(f"{v:,}" in hand.formulas[k] for k, v in hand.values().items() if v)
+                assert set(hand.formulas) == {k for k, v in hand.values().items() if v}
+    q = question(family, 45)
+    assert q.working.startswith(by_hand(*case(q)).working())  # the worked solution is the by-hand one
+
+
+def test_the_by_hand_working_names_what_it_refuses():
+    with pytest.raises(ValueError, match="gpus must be a whole number from 2 to 1,024"):
+        by_hand("ds_zero3", 1, 0)
+    with pytest.raises(ValueError, match="rank must be a whole number from 0 to 3, got 4"):
+        by_hand("ds_zero3", 4, 4)
+    with pytest.raises(ValueError, match="mode must be a setting of a predict-then-measure question"):
+        by_hand("ddp", 2, 0)
+    with pytest.raises(ValueError, match="mode must reuse everything, nothing, or nothing with prefetch"):
+        by_hand("ds_zero3_short_reuse", 2, 0)
+
+
+def test_the_by_hand_working_explains_the_numbers_the_paper_does_not_give():
+    fsdp = by_hand("fsdp_reshard", 2, 1)  # the last rank's own rows are fewer than its padded chunk
+    assert (
+        fsdp.held["optimizer"] < 2 * fsdp.held["weights"]
+        and "the padding has no Adam state" in fsdp.working()
+    )
+    flat = by_hand("ds_zero2", 2, 1)
+    assert flat.held["gradients"] > MODEL.param_count  # more than 2Ψ/N bytes: tensors touching the slice
+    assert '"reduce_scatter": true' in flat.working() and '"use_multi_rank_bucket_allreduce": true' in (
+        flat.working()
+    )
+    reuse = by_hand("ds_zero3", 2, 0)
+    assert reuse.sent["all_gather"] == reuse.sent["reduce_scatter"]  # one gather: about 2Ψ sent, not 3Ψ
+    sent = reuse.sent["all_gather"] + reuse.sent["reduce_scatter"]
+    assert abs(sent / MODEL.param_count - 2) < 0.01 and f"{sent / MODEL.param_count:.3f}Ψ" in reuse.working()
+
+
+def test_the_trace_working_says_why_the_traffic_differs_from_the_papers_stage():
+    """Each claim the working makes about a setting's trace, checked on every seed that draws it."""
+    for seed in range(120):
+        q = question("traffic-detective", seed)
+        g = dict(q.given)
+        widths, n, mode = tuple(g["widths"]), g["gpus"], g["mode"]
+        sent, psi = predicted(mode, n, 0, widths).sent, q.answers()["psi"]
+        rows = sum(n * math.ceil(b / n) * (a + 1) for a, b in zip(widths, widths[1:], strict=False))
+        pieces = sum(
+            n * math.ceil(x / n) for a, b in zip(widths, widths[1:], strict=False) for x in (a * b, b)
+        )
+        flat = math.ceil(psi / (2 * n)) * 2 * n
+        claims = {
+            "ddp": sent["all_reduce"] == psi,
+            "zero_redundancy_optimizer": sent["all_reduce"] == sent["broadcast"] == psi,
+            "fsdp_reshard": sent["reduce_scatter"] == rows and sent["all_gather"] == 2 * rows,
+            "fsdp_no_reshard": sent["reduce_scatter"] == sent["all_gather"] == rows,
+            "ds_zero1": sent["all_reduce"] == psi and sent["all_gather"] == flat,
+            "ds_zero2": sent["all_reduce"] == psi and sent["all_gather"] == flat,
+            "ds_zero2_reduce": sent["reduce"] == psi and sent["all_gather"] == flat,
+            "ds_zero3": sent["reduce_scatter"] == sent["all_gather"] == pieces,
+            "ds_zero3_no_reuse": sent["reduce_scatter"] == pieces and sent["all_gather"] == 2 * pieces,
+        }
+        assert claims[mode], (seed, mode, sent)
+        assert (
+            WHY_RATIO[mode].format(padded=sent["reduce_scatter"], flat=sent["all_gather"], psi=psi)
+            in q.working
+        )
+
+
+def test_show_working_gives_the_worked_solution_even_before_any_answer():
+    """Lesson 12 tells attendees to see their own seed's working this way."""
+    for qid in QUESTIONS:
+        blank = sheet(17).check(qid, {}, show_working=True)
+        assert blank.state == "unanswered" and blank.working == question(qid, 17).working
+        assert repr(blank).endswith("Working: " + question(qid, 17).working)

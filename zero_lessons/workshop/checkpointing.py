@@ -159,6 +159,7 @@ def generate(seed: int) -> Question:
     given = dict(
         layers=shape.layers,
         hidden=shape.hidden,
+        heads=shape.heads,
         seq_len=shape.seq_len,
         micro_batch=shape.micro_batch,
         gpus=gpus,

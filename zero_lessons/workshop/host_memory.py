@@ -176,6 +176,8 @@ def generate(seed: int) -> Question:
     given = dict(
         layers=shape.layers,
         hidden=shape.hidden,
+        params=shape.params,
+        activations=activation_bytes(shape, "full"),  # exact bytes; the prompt shows them rounded
         gpus=gpus,
         card_gb=int(in_gb(card)),
         host_gb=int(in_gb(host)),

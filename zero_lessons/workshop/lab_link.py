@@ -43,6 +43,20 @@ def lab_model() -> tuple[tuple[int, ...], int]:
     return MODEL.widths, MODEL.param_count
 
 
+def owners(sizes: list[int], gpus: int) -> list[int]:
+    """The rank ZeroRedundancyOptimizer gives each parameter's optimizer state to (the lab's rule)."""
+    from ..lab.predict_torch import zero_redundancy_owner
+
+    return zero_redundancy_owner(sizes, gpus)
+
+
+def zero_setting(mode: str, name: str) -> int:
+    """A DeepSpeed setting's "zero_optimization" value, or DeepSpeed's default (the lab's table)."""
+    from ..lab.predict_deepspeed import setting
+
+    return setting(lab_mode(mode), name)
+
+
 def from_lab(mode: str, gpus: int, rank: int, found) -> Record:
     """Read one rank's lab result (a `lab.results.Measured` or `Predicted`) as a Record.
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from .. import communication, memory, units
+from .derivation import by_hand
 from .feedback import Feedback, assess
 from .lab_link import COLLECTIVES, FIELDS, Record, lab_mode, lab_model, measure_many, predicted
 from .model import Question, Spec, parts, rng
@@ -187,16 +188,10 @@ def sent_slips(mode: str, gpus: int, truth: Record) -> dict[str, list]:
     return out
 
 
-def _working(name: str, gpus: int, rank: int, truth: Record, even: dict) -> str:
-    """The worked answer: what the rank holds and sends, then the paper's even split beside it."""
+def _working(mode: str, gpus: int, rank: int, even: dict) -> str:
+    """The worked answer, tensor by tensor, then the paper's even split beside it."""
     shares = ", ".join(f"{units.format_number(v, grouped=True)} B of {NAMES[f]}" for f, v in even.items())
-    return (
-        f"{name} on {gpus} ranks, rank {rank}: holds "
-        + ", ".join(f"{truth.held[f]:,} B of {NAMES[f]}" for f in FIELDS)
-        + "; sends "
-        + (", ".join(f"{op} {n:,}" for op, n in truth.sent.items() if n) or "nothing")
-        + f" elements. The paper's even split would give {shares}."
-    )
+    return f"{by_hand(mode, gpus, rank).working()} The paper's even split would give {shares}."
 
 
 def measure_question(family: str, seed: int) -> Question:
@@ -219,7 +214,7 @@ def measure_question(family: str, seed: int) -> Question:
     )
     slips = held_slips(family, mode, gpus, truth) | sent_slips(mode, gpus, truth)
     specs = tuple(SPECS[name] for name in (*FIELDS, *asked))
-    working = _working(setting.name, gpus, rank, truth, paper(mode, psi, gpus)[0])
+    working = _working(mode, gpus, rank, paper(mode, psi, gpus)[0])
     return Question(
         family,
         title,

@@ -95,8 +95,8 @@ class Sheet:
 
     def measure(self, qid: str, answer, *, timeout: float = 120) -> Feedback:
         """Grade `answer` against the lab's measurement of this sheet's case `qid`. The first call runs the
-        lab once for all of the sheet's predict-then-measure cases (their settings share the ranks); later
-        calls grade against those same measurements."""
+        lab for all of the sheet's predict-then-measure cases, one set of ranks per rank count (so one set
+        or two); later calls grade against those same measurements."""
         if qid not in measure.FAMILIES:
             raise ValueError(f"question must be one of {', '.join(measure.FAMILIES)}, got {qid!r}")
         if qid not in self.measured:

@@ -35,9 +35,40 @@ PROMPT = (
     "The settings: {options}."
 )
 WORKING = (
-    "The {dtype} tensors point to {framework}; {shown} is the pattern of {name}. Ψ = {psi:,}. By the paper's "
-    "count the step sends {paper:,} elements, {ratio:.3f}Ψ, where the paper's {stage} gives {nearest:g}Ψ."
+    "The {dtype} tensors point to {framework}; {shown} is the pattern of {name}. Ψ = Σ(in·out + out) = "
+    "{psi:,}. By the paper's count the step sends {terms} = {paper:,} elements, {ratio:.3f}Ψ, where the "
+    "paper's {stage} gives {nearest:g}Ψ: {why}."
 )
+#: Why each setting's traffic differs from the paper's nearest stage; `padded` and `flat` are read off the
+#: trace (the reduce-scatter's and the all-gather's elements), and tests/test_workshop.py checks each claim.
+FSDP_PADS = (
+    "FSDP2 pads every tensor to N·⌈rows/N⌉ rows, so each collective moves {padded:,} elements, "
+    "not Ψ = {psi:,}"
+)
+DS_PIECES = (
+    "DeepSpeed pads every tensor to N pieces of ⌈n/N⌉, so each pass moves {padded:,} elements, "
+    "not Ψ = {psi:,}"
+)
+DS_FLAT = "then all-gathers its flat buffer, Ψ padded to a multiple of 2N: {flat:,} elements"
+WHY_RATIO = {
+    "ddp": "DDP's one all-reduce is the paper's data parallelism",
+    "zero_redundancy_optimizer": "ZeroRedundancyOptimizer keeps DDP's all-reduce (2Ψ by the paper's count) "
+    "and adds a broadcast of the updated parameters (Ψ), where the paper's ZeRO-1 reduce-scatters and "
+    "all-gathers Ψ once each",
+    "fsdp_reshard": FSDP_PADS + "; it reduce-scatters once and, resharding after the forward pass, "
+    "all-gathers twice: 3 × {padded:,}",
+    "fsdp_no_reshard": FSDP_PADS + "; it reduce-scatters once and, keeping what it gathered for the "
+    "backward pass, all-gathers once: 2 × {padded:,}",
+    "ds_zero1": "DeepSpeed all-reduces the gradients (2Ψ by the paper's count, where the paper "
+    "reduce-scatters Ψ) and " + DS_FLAT,
+    "ds_zero2_reduce": "DeepSpeed reduces each gradient bucket to the owners of its slices (Ψ in all, "
+    "counted once) and " + DS_FLAT,
+    "ds_zero3": DS_PIECES + "; keeping what the forward pass gathered for the backward pass (reuse), it "
+    "all-gathers once where the paper gathers twice: 2 × {padded:,}",
+    "ds_zero3_no_reuse": DS_PIECES + "; with no reuse or prefetch it gathers every layer again for the "
+    "backward pass, as the paper does: 3 × {padded:,}",
+}
+WHY_RATIO["ds_zero2"] = WHY_RATIO["ds_zero1"]
 SPECS = (
     Spec(
         "setting",
@@ -115,6 +146,16 @@ def _answers(widths: tuple[int, ...], mode: str, gpus: int) -> tuple[dict, dict]
     return values, slips
 
 
+def _terms_and_why(mode: str, sent: dict[str, int], psi: int) -> dict[str, str]:
+    """The paper's count term by term, and why it differs from the paper's nearest stage."""
+    terms = " + ".join(
+        f"{communication.multiple(op)} × {op} {n:,}" if communication.multiple(op) > 1 else f"{op} {n:,}"
+        for op, n in sent.items()
+    )
+    padded, flat = sent.get("reduce_scatter", 0), sent.get("all_gather", 0)
+    return {"terms": terms, "why": WHY_RATIO[mode].format(padded=padded, flat=flat, psi=psi)}
+
+
 def _texts(widths: tuple[int, ...], mode: str, gpus: int) -> tuple[str, str]:
     """The prompt and the worked solution."""
     record, setting = predicted(mode, gpus, 0, widths), lab_mode(mode)
@@ -133,6 +174,7 @@ def _texts(widths: tuple[int, ...], mode: str, gpus: int) -> tuple[str, str]:
         options=", ".join(f"{o} ({lab_mode(o).name})" for o in OPTIONS),
     )
     working = WORKING.format(
+        **_terms_and_why(mode, sent, psi),
         dtype=dtype,
         framework=setting.framework,
         shown=shown,
