@@ -27,10 +27,11 @@ from zero_lessons.stages import Stage
 from zero_lessons.workshop import QUESTIONS, answer_key, check, sheet
 from zero_lessons.workshop.derivation import by_hand
 from zero_lessons.workshop.feedback import NOT_YET, RIGHT
-from zero_lessons.workshop.lab_link import from_lab, predicted
+from zero_lessons.workshop.lab_link import FIELDS, deepspeed_default, from_lab, predicted, zero_setting
 from zero_lessons.workshop.measure import FAMILIES, case, compare
+from zero_lessons.workshop.model import TOLERANCE
 from zero_lessons.workshop.sheets import question
-from zero_lessons.workshop.traces import OPTIONS, WHY_RATIO
+from zero_lessons.workshop.traces import OPTIONS, WHY_RATIO, twins
 
 SEEDS = range(30)
 
@@ -119,7 +120,7 @@ def solve_pays(g):
 
 
 def solve_accumulation(g):
-    one, two = (volume_elements(g["psi"], g["gpus"], s, micro_batches=g["steps"]) * 2 for s in (1, 2))
+    one, two = (volume_elements(g["psi"], g["gpus"], s, micro_batches=g["micro_batches"]) * 2 for s in (1, 2))
     return {
         "zero1_gb": float(one / GB),
         "zero2_gb": f"{float(two / GB)} GB",
@@ -474,7 +475,10 @@ def test_the_by_hand_working_adds_up_to_the_labs_prediction_for_every_case(famil
                 hand = by_hand(mode, gpus, rank)
                 assert hand.values() == predicted(mode, gpus, rank).values(), (mode, gpus, rank)
                 assert all(f"{v:,}" in hand.formulas[k] for k, v in hand.values().items() if v)
-                assert set(hand.formulas) == {k for k, v in hand.values().items() if v}
+                # every part the question asks has a line, those that do not run as "0 (why)"
+                assert list(hand.formulas) == [*FIELDS, *FAMILIES[family][2]], (mode, list(hand.formulas))
+                idle = [op for op in FAMILIES[family][2] if not hand.sent[op]]
+                assert idle and all(hand.formulas[op].startswith("0 (") for op in idle), (mode, idle)
     q = question(family, 45)
     assert q.working.startswith(by_hand(*case(q)).working())  # the worked solution is the by-hand one
 
@@ -543,3 +547,63 @@ def test_show_working_gives_the_worked_solution_even_before_any_answer():
         blank = sheet(17).check(qid, {}, show_working=True)
         assert blank.state == "unanswered" and blank.working == question(qid, 17).working
         assert repr(blank).endswith("Working: " + question(qid, 17).working)
+
+
+def test_the_trace_question_leaves_out_reuse_distance_zero_because_its_trace_can_be_another_settings():
+    """Lesson 12 says why question 5's list lacks ds_zero3_reuse0, which question 14 asks about."""
+    assert "ds_zero3_reuse0" in FAMILIES["measure-deepspeed-3"][1] and "ds_zero3_reuse0" not in OPTIONS
+    found = set()
+    for seed in range(60):
+        g = dict(question("traffic-detective", seed).given)
+        widths, gpus = tuple(g["widths"]), g["gpus"]
+        reuse0 = predicted("ds_zero3_reuse0", gpus, 0, widths)
+        same = {o for o in OPTIONS if predicted(o, gpus, 0, widths) == replace(reuse0, mode=o)}
+        assert set(twins("ds_zero3_reuse0", gpus, widths)) == same
+        found |= same
+    assert found == {"ds_zero3", "ds_zero3_no_reuse"}  # on some MLPs it gathers once, on others twice
+    assert twins("ds_zero3_reuse0", 2, (10, 13, 5, 9)) == ("ds_zero3",)  # the two MLPs lesson 12 shows
+    assert twins("ds_zero3_reuse0", 2, (7, 47, 45, 28)) == ("ds_zero3_no_reuse",)
+
+
+def test_the_stage3_measurement_says_every_tensor_is_sharded_and_why_that_matters():
+    threshold = "stage3_param_persistence_threshold"
+    assert all(zero_setting(m, threshold) == 0 for m in FAMILIES["measure-deepspeed-3"][1])
+    assert max(MODEL.sizes) <= deepspeed_default(threshold)  # the default would keep every tensor whole
+    for seed in range(5):
+        assert f"{threshold} = 0, where DeepSpeed's default, {deepspeed_default(threshold):,}" in (
+            question("measure-deepspeed-3", seed).prompt
+        )
+
+
+def test_the_stage3_question_says_max_live_parameters_releases_nothing():
+    for seed in SEEDS:
+        q = question("stage3-above-stage2", seed)
+        live = dict(q.given)["max_live"]
+        assert "stage3_max_live_parameters is not a cap on what a rank holds" in q.prompt
+        assert f"stage3_max_live_parameters, {live:,} elements here, only stops the prefetcher" in q.working
+
+
+def test_the_formula_working_derives_the_whole_bytes_from_the_figure_at_n():
+    for seed in SEEDS:
+        q = question("audit-deepspeed-formula", seed)
+        psi, n = dict(q.given)["params"], dict(q.given)["gpus"]
+        printed = float(re.findall(r'prints ([\d.,]+) "GB"', q.prompt)[0])
+        assert round(printed * GiB / psi - 18 / n) == 2, seed  # a = figure/Ψ − b/N, from the printout
+        per_param = 2 + Fraction(18, n)
+        assert (
+            f"over Ψ is {per_param.numerator / per_param.denominator:g} = a + 18/{n}, so a = 2" in q.working
+        )
+
+
+def test_three_significant_figures_always_pass_and_whole_counts_must_be_exact():
+    """Lesson 12 says what check accepts: numbers within 0.5%, so three significant figures; exact counts."""
+    assert f"{float(TOLERANCE):.1%}" == "0.5%"
+    for qid in QUESTIONS:
+        for seed in range(10):
+            q = question(qid, seed)
+            for part in q.parts:
+                if part.kind != "number" or not part.value:
+                    continue
+                rounded = float(f"{float(part.value):.3g}")
+                passes = check(seed, qid, q.answers() | {part.name: rounded}).correct
+                assert passes == (not part.exact or rounded == part.value), (qid, seed, part.name)

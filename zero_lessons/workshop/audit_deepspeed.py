@@ -9,6 +9,8 @@ count instead of the data-parallel degree when tensor or pipeline parallelism is
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from .. import memory, units
 from ..planning import ds_estimator
 from ..recipes import INFINITY_20, MEGATRON_18, MIXED_ADAM
@@ -26,11 +28,13 @@ FORMULA_PROMPT = (
     "The paper's ZeRO-2 with mixed-precision Adam is 2Ψ + 14Ψ/N."
 )
 FORMULA_WORKING = (
-    "Both count 20 bytes per parameter (2 + 2 + 16, the package's INFINITY_20 recipe). The docs keep 4Ψ "
-    "whole and split 16Ψ/N: stage 1's shape, memory.per_gpu(Ψ, N, 1, INFINITY_20). The code keeps 2Ψ and "
-    "splits 18Ψ/N, stage 2's shape: {code_gib} = {code_gb}. Doubling N takes 18Ψ/2N off the printed figure, "
-    "which gives the 18 bytes. The paper's ZeRO-2 is {paper}; the {gap} between "
-    "them is the fp32 gradient copy, 4Ψ/N."
+    "Write each figure as aΨ + bΨ/N bytes. The code's figures at N = {gpus} and 2N = {more} GPUs differ by "
+    "bΨ/N − bΨ/2N = bΨ/2N, which gives b = {split} bytes split: bf16 gradients (2), an fp32 gradient copy "
+    "(4) and Adam (12). Its figure at N, in bytes, over Ψ is {per_param} = a + {split}/{gpus}, so a = "
+    "{whole}: only the bf16 weights are kept whole, stage 2's shape, {code_gib} = {code_gb}. The docs keep "
+    "4Ψ whole and split 16Ψ/N: stage 1's shape. Both total 20 bytes per parameter, the package's recipe "
+    "INFINITY_20 (2 + 2 + 16): the docs are per_gpu(Ψ, N, 1, INFINITY_20), the code per_gpu(Ψ, N, 2, "
+    "INFINITY_20). The paper's ZeRO-2 is {paper}; the {gap} between them is the fp32 gradient copy, 4Ψ/N."
 )
 FORMULA_SPECS = (
     Spec(
@@ -87,8 +91,17 @@ def deepspeed_formula(seed: int) -> Question:
         name: units.format_number(in_gib(b), 2)
         for name, b in (("docs", docs), ("code", code), ("code_more", more))
     }
+    split = (code - more) / Fraction(psi, 2 * gpus)  # bΨ/N − bΨ/2N = bΨ/2N
     working = FORMULA_WORKING.format(
-        code_gib=units.format_bytes(code, "GiB"), code_gb=gb(code), paper=gb(paper), gap=gb(code - paper)
+        gpus=gpus,
+        more=2 * gpus,
+        split=units.format_number(split),
+        per_param=units.format_number(code / psi),
+        whole=units.format_number(code / psi - split / gpus),
+        code_gib=units.format_bytes(code, "GiB"),
+        code_gb=gb(code),
+        paper=gb(paper),
+        gap=gb(code - paper),
     )
     prompt = FORMULA_PROMPT.format(psi=psi, gpus=gpus, more=2 * gpus, **printed)
     answers = parts(FORMULA_SPECS, values, slips, FORMULA_WHY)

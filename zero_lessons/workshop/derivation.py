@@ -8,77 +8,39 @@ prediction, and the lab's ranks measure both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
-from itertools import pairwise
 from math import prod
 
 from .. import checks, memory
 from ..units import format_number
-from .lab_link import COLLECTIVES, lab_mode, lab_model, owners, zero_setting
+from .lab_link import lab_mode, lab_model, owners, zero_setting
+from .worked import ByHand, shape_text, tensors, worked
 
-Shape = tuple[int, ...]
-
-
-@dataclass(frozen=True, repr=False)
-class ByHand:
-    """One rank's bytes and elements worked by hand: a table of the tensors, a formula per part, reasons."""
-
-    head: tuple[str, ...]  #: the table's column names
-    rows: tuple[tuple[str, ...], ...]  #: one per tensor (and padding), then the total
-    held: dict[str, int]  #: bytes by kind of state: weights, gradients, optimizer
-    sent: dict[str, int]  #: elements per collective in one step, 0 when it does not run
-    formulas: dict[str, str]  #: each part's arithmetic, e.g. "4 B × 768 = 3,072 B"
-    steps: tuple[str, ...]  #: the reasons, as sentences with this case's numbers
-
-    def values(self) -> dict[str, int]:
-        """Every number a predict-then-measure question asks for, by part name."""
-        return self.held | self.sent
-
-    def working(self) -> str:
-        """The reasons as one paragraph: the worked solution's text."""
-        return " ".join(self.steps)
-
-    def markdown(self) -> str:
-        """The table of tensors, then one line per part with its arithmetic."""
-        table = [
-            "| " + " | ".join(self.head) + " |",
-            "|" + "---|" * len(self.head),
-            *("| " + " | ".join(row) + " |" for row in self.rows),
-        ]
-        return "\n".join(table) + "\n\n" + "\n".join(f"- `{k}` = {v}" for k, v in self.formulas.items())
-
-    def __repr__(self) -> str:
-        return self.markdown()
-
-    def _repr_markdown_(self) -> str:
-        return self.markdown()
+#: Why a collective its question asks about does not run, by framework rule: each shows as "0 (why)".
+IDLE = {
+    "fsdp": {
+        "all_reduce": "FSDP2 reduce-scatters the gradients instead",
+        "broadcast": "each rank updates its own chunk, and the next step's all-gather shares it",
+    },
+    "zero_redundancy": {
+        "reduce_scatter": "DDP all-reduces the gradients instead",
+        "all_gather": "each owner broadcasts its updated parameters instead",
+    },
+    "all_reduce": {
+        "reduce": "the bucket all-reduce carries every owner's slice",
+        "reduce_scatter": "the slices are packed into the bucket all-reduces instead",
+    },
+    "reduce": {
+        "all_reduce": "each bucket is reduced to the owners of its slices instead",
+        "reduce_scatter": "each bucket is reduced to the owners of its slices instead",
+    },
+    "stage3": {"all_reduce": "stage 3 reduce-scatters the gradients instead"},
+}
 
 
-def tensors() -> list[tuple[str, Shape]]:
-    """The lab model's parameters in forward order, W1, b1, W2, ...: an (out, in) weight, an (out,) bias."""
-    out: list[tuple[str, Shape]] = []
-    for n, (a, b) in enumerate(pairwise(lab_model()[0]), 1):
-        out += [(f"W{n}", (b, a)), (f"b{n}", (b,))]
-    return out
-
-
-def _shape(shape: Shape) -> str:
-    """A shape as the table writes it: "30 × 13" or "30"."""
-    return " × ".join(map(str, shape))
-
-
-def _result(head: tuple, rows: list, held: dict, sent: dict, steps: tuple) -> ByHand:
-    """A ByHand from `held` (part: (bytes per element, elements)) and `sent` (collective: (elements, sum))."""
-    return ByHand(
-        head,
-        tuple(rows),
-        {k: b * n for k, (b, n) in held.items()},
-        {op: 0 for op in COLLECTIVES} | {op: n for op, (n, _) in sent.items()},
-        {k: f"{b} B × {n:,} = {b * n:,} B" for k, (b, n) in held.items()}
-        | {op: text for op, (_, text) in sent.items()},
-        steps,
-    )
+def idle(rule: str) -> dict[str, tuple[int, str]]:
+    """The collectives that do not run under `rule`, each with 0 elements and the reason."""
+    return {op: (0, f"0 ({why})") for op, why in IDLE[rule].items()}
 
 
 #: How often FSDP2 all-gathers, by the number of gathers reshard_after_forward gives.
@@ -99,7 +61,7 @@ def fsdp(mode: str, gpus: int, rank: int) -> ByHand:
         chunks.append(size * cols)
         own.append(mine)
         rows.append(
-            (name, _shape(shape), f"{prod(shape):,}", f"{size} × {cols} = {size * cols:,}", f"{mine:,}")
+            (name, shape_text(shape), f"{prod(shape):,}", f"{size} × {cols} = {size * cols:,}", f"{mine:,}")
         )
     padded, mine = sum(chunks), sum(own)
     rows.append(("total", "", f"{lab_model()[1]:,}", f"{padded:,}", f"{mine:,}"))
@@ -117,14 +79,15 @@ def fsdp(mode: str, gpus: int, rank: int) -> ByHand:
         + RESHARD[gathers].format(gathered=gathered, sent=gathers * gpus * padded),
     )
     head = ("tensor", "shape", "elements", "padded chunk, ⌈rows/N⌉ × columns", f"rank {rank}'s own elements")
-    return _result(
+    return worked(
         head,
         rows,
         {"weights": (4, padded), "gradients": (4, padded), "optimizer": (8, mine)},
         {
             "reduce_scatter": (gpus * padded, f"{gpus} × {padded:,} = {gpus * padded:,}"),
             "all_gather": (gathers * gpus * padded, f"{gathered}{gathers * gpus * padded:,}"),
-        },
+        }
+        | idle("fsdp"),
         steps,
     )
 
@@ -138,7 +101,8 @@ def zero_redundancy(mode: str, gpus: int, rank: int) -> ByHand:
     order = sorted(range(len(sizes)), key=lambda i: sizes[i], reverse=True)
     handed = ", ".join(f"{named[i][0]} ({sizes[i]:,}) → rank {owner[i]}" for i in order)
     rows = [
-        (name, _shape(s), f"{n:,}", f"rank {o}") for (name, s), n, o in zip(named, sizes, owner, strict=True)
+        (name, shape_text(s), f"{n:,}", f"rank {o}")
+        for (name, s), n, o in zip(named, sizes, owner, strict=True)
     ]
     steps = (
         f"ZeroRedundancyOptimizer wraps DDP: every rank keeps all weights and gradients, 4 B × Ψ = "
@@ -149,11 +113,11 @@ def zero_redundancy(mode: str, gpus: int, rank: int) -> ByHand:
         f"It sends DDP's all-reduce of the gradients, Ψ = {psi:,} elements, and after the step each owner "
         f"broadcasts its updated parameters: {psi:,} elements in all.",
     )
-    return _result(
+    return worked(
         ("tensor", "shape", "elements", "Adam state on"),
         [*rows, ("total", "", f"{psi:,}", f"rank {rank}: {mine:,}")],
         {"weights": (4, psi), "gradients": (4, psi), "optimizer": (8, mine)},
-        {"all_reduce": (psi, f"Ψ = {psi:,}"), "broadcast": (psi, f"Ψ = {psi:,}")},
+        {"all_reduce": (psi, f"Ψ = {psi:,}"), "broadcast": (psi, f"Ψ = {psi:,}")} | idle("zero_redundancy"),
         steps,
     )
 
@@ -169,7 +133,7 @@ def _flat_rows(gpus: int, rank: int) -> tuple[list, dict[str, int], int, int]:
         end = start + prod(shape)
         hit = start < high and end > low
         rows.append(
-            (name, _shape(shape), f"{prod(shape):,}", f"[{start:,}, {end:,})", "yes" if hit else "no")
+            (name, shape_text(shape), f"{prod(shape):,}", f"[{start:,}, {end:,})", "yes" if hit else "no")
         )
         touched |= {f"{name} [{start:,}, {end:,})": prod(shape)} if hit else {}
         start = end
@@ -210,11 +174,11 @@ def flat_buffer(mode: str, gpus: int, rank: int) -> ByHand:
         f"{REDUCED[op]} Ψ = {psi:,} elements. After the step the updated buffer is all-gathered: "
         f"F = {flat:,}.",
     )
-    return _result(
+    return worked(
         ("tensor", "shape", "elements", "place in the flat buffer", f"touches rank {rank}'s slice"),
         [*rows, ("total", "", f"F = {flat:,}", f"slice {where}", f"{kept:,}")],
         {"weights": (2, flat), "gradients": (2, kept), "optimizer": (12, part)},
-        {op: (psi, f"Ψ = {psi:,}"), "all_gather": (flat, f"F = {flat:,}")},
+        {op: (psi, f"Ψ = {psi:,}"), "all_gather": (flat, f"F = {flat:,}")} | idle(op),
         steps,
     )
 
@@ -266,14 +230,15 @@ def stage3(mode: str, gpus: int, rank: int) -> ByHand:
         "where the paper's stage 3 counts 3Ψ (a reduce-scatter and two all-gathers).",
     )
     rows = [
-        (name, _shape(s), f"{prod(s):,}", f"⌈{prod(s):,}/{gpus}⌉ = {p:,}", f"{gpus * p:,}")
+        (name, shape_text(s), f"{prod(s):,}", f"⌈{prod(s):,}/{gpus}⌉ = {p:,}", f"{gpus * p:,}")
         for (name, s), p in zip(named, pieces, strict=True)
     ]
-    return _result(
+    return worked(
         ("tensor", "shape", "elements", "piece per rank", "padded, N pieces"),
         [*rows, ("total", "", f"{psi:,}", f"{mine:,}", f"{whole:,}")],
         {"weights": (2, mine), "gradients": (2, mine), "optimizer": (12, mine)},
-        {"reduce_scatter": (whole, f"{gpus} × {mine:,} = {whole:,}"), "all_gather": (gathered, arithmetic)},
+        {"reduce_scatter": (whole, f"{gpus} × {mine:,} = {whole:,}"), "all_gather": (gathered, arithmetic)}
+        | idle("stage3"),
         steps,
     )
 

@@ -57,6 +57,13 @@ def zero_setting(mode: str, name: str) -> int:
     return setting(lab_mode(mode), name)
 
 
+def deepspeed_default(name: str) -> int:
+    """DeepSpeed's default for a "zero_optimization" setting the lab's predictions read."""
+    from ..lab.predict_deepspeed import DEFAULTS
+
+    return DEFAULTS[name]
+
+
 def from_lab(mode: str, gpus: int, rank: int, found) -> Record:
     """Read one rank's lab result (a `lab.results.Measured` or `Predicted`) as a Record.
 

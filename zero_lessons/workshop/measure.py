@@ -15,7 +15,16 @@ from fractions import Fraction
 from .. import communication, memory, units
 from .derivation import by_hand
 from .feedback import Feedback, assess
-from .lab_link import COLLECTIVES, FIELDS, Record, lab_mode, lab_model, measure_many, predicted
+from .lab_link import (
+    COLLECTIVES,
+    FIELDS,
+    Record,
+    deepspeed_default,
+    lab_mode,
+    lab_model,
+    measure_many,
+    predicted,
+)
 from .model import Question, Spec, parts, rng
 
 #: The exercises: title, the settings an attendee may draw, and the collectives asked about.
@@ -40,14 +49,20 @@ POINT = (
     "Real frameworks split, pad and gather by their own rules; the paper's Ψ/N is where the counting starts."
 )
 PROMPT = (
-    "The lab trains its small MLP ({widths}, {psi:,} parameters) with {name} on {gpus} CPU ranks; you are "
-    "rank {rank}. It uses {recipe}. Predict the bytes your rank holds {when}, by kind of state, and the "
-    "elements each collective moves in one steady-state step, training tensors only{messages}. Count as the "
-    "lab does: the full tensor, so an all-gather counts its output, a reduce-scatter its input and an "
+    "The lab trains its small MLP ({widths}, {psi:,} parameters) on {gpus} CPU ranks with {name}; you are "
+    "rank {rank}.{note} It uses {recipe}. Predict the bytes your rank holds {when}, by kind of state, and "
+    "the elements each collective moves in one steady-state step, training tensors only{messages}. Count as "
+    "the lab does: the full tensor, so an all-gather counts its output, a reduce-scatter its input and an "
     "all-reduce its tensor once. The paper's count differs: it weighs an all-reduce twice (a "
     "reduce-scatter plus an all-gather). "
     "Then run the lab for this case."
 )
+#: What the question says of its settings beyond their names, by family ({threshold}: DeepSpeed's default).
+NOTES = {
+    "measure-deepspeed-3": " Every tensor is sharded: the lab sets stage3_param_persistence_threshold = 0, "
+    "where DeepSpeed's default, {threshold:,} elements, would keep every tensor of this MLP whole on every "
+    "rank.",
+}
 #: What the lab leaves out of each framework's messages.
 MESSAGES = {
     "pytorch": "",
@@ -211,6 +226,7 @@ def measure_question(family: str, seed: int) -> Question:
         recipe=recipe,
         when=when,
         messages=MESSAGES[setting.framework],
+        note=NOTES.get(family, "").format(threshold=deepspeed_default("stage3_param_persistence_threshold")),
     )
     slips = held_slips(family, mode, gpus, truth) | sent_slips(mode, gpus, truth)
     specs = tuple(SPECS[name] for name in (*FIELDS, *asked))

@@ -131,7 +131,9 @@ ABOVE_PROMPT = (
     "DeepSpeed, bf16 and Adam, and reports that ZeRO-3 peaked higher than ZeRO-2 (DeepSpeed issues #3734 "
     "and #5305 report the same). The config sets stage3_max_live_parameters = {live:,} and leaves "
     "stage3_prefetch_bucket_size (50,000,000) and stage3_max_reuse_distance (1,000,000,000) at DeepSpeed's "
-    "defaults, all in elements. Use this simple model of lesson 09 (Memory over a step): stage 3's peak is "
+    "defaults, all in elements. Note that stage3_max_live_parameters is not a cap on what a rank holds: "
+    "the prefetcher fetches ahead only while fewer than that many elements are gathered, and the limit "
+    "releases nothing itself. Use this simple model of lesson 09 (Memory over a step): stage 3's peak is "
     "its model state, 16Ψ/N bytes, plus the gathered parameters it holds, whole bf16 tensors of 2 bytes per "
     "element; stage 2's is 2Ψ + 14Ψ/N bytes; activations and other buffers are the same under both and left "
     "out. DeepSpeed keeps a weight gathered after its forward use when its next use comes within "
@@ -150,8 +152,9 @@ ABOVE_WORKING = (
     "stays gathered until its backward use: by the last layer's forward the whole model is gathered, Ψ "
     "elements of 2 bytes, 2Ψ bytes = {gathered}, and never more, since there is nothing else to gather. "
     "Stage 3 then peaks {excess} (2Ψ/N bytes) above stage 2. "
-    "stage3_max_live_parameters only stops the prefetcher fetching further ahead and releases nothing that "
-    "reuse keeps; with stage3_max_reuse_distance = 0 and no prefetch each layer is released after use and "
+    "stage3_max_live_parameters, {live:,} elements here, only stops the prefetcher fetching further ahead "
+    "and releases nothing, so the weights that reuse keeps stay gathered even above it; with "
+    "stage3_max_reuse_distance = 0 and no prefetch each layer is released after use and "
     "gathered again for the backward pass, so stage 3 holds one layer of Ψ/{layers} elements: {lean}, "
     "below stage 2's {two}. Lesson 09's fuller model adds what this one leaves out (the all-gather buffer "
     "that holds a layer twice, small tensors kept whole, buckets): for its 0.35 B GPT on 2 GPUs those "
@@ -265,6 +268,7 @@ def stage3_above_stage2(seed: int) -> Question:
         excess=gb(three + 2 * psi - two),
         layers=layers,
         lean=gb(three + Fraction(2 * psi, layers)),
+        live=live,
     )
     prompt = ABOVE_PROMPT.format(psi=psi, layers=layers, gpus=gpus, live=live, twice=2 * psi)
     given = dict(params=psi, layers=layers, gpus=gpus, max_live=live)

@@ -15,8 +15,11 @@ PAYS_PROMPT = (
     "rate each way), reaches {tflops} TFLOP/s and processes {tokens:,} tokens per step. Every step each GPU "
     "sends its gradient shard to the host and, after the CPU's update, receives its updated weight shard: "
     "the second transfer waits for the first, so their times add even on a full-duplex link. A step's "
-    "compute is about 6Ψ FLOPs per token (2Ψ forward, 4Ψ backward). Assume the transfers overlap fully with "
-    "compute; leave the CPU's optimizer step out."
+    "compute is about 6Ψ FLOPs per token (2Ψ forward, 4Ψ backward). Assume, as a simplification, that the "
+    "transfers overlap fully with compute, and leave the CPU's optimizer step out. A real step does not "
+    "grant that: the gradient shard can stream to the host during the backward pass, but the weight shard "
+    "comes back only after the CPU's update, which waits for the last gradient; that return hides only if "
+    "the next step's compute overlaps it."
 )
 PAYS_WORKING = (
     "Link: 4 bytes × {psi:,} / {gpus} / {bandwidth} GB/s = {link:.4g} s. Compute: 6 × {psi:,} × {tokens:,} / "
@@ -110,14 +113,14 @@ def offload_pays(seed: int) -> Question:
 ACCUMULATION = "accumulation-traffic"
 ACCUMULATION_PROMPT = (
     "A model of {psi:,} parameters trains on {gpus} GPUs, each with a {gbit} Gb/s link, in bf16, with "
-    "gradient accumulation over {steps} micro-batches per step. Both ZeRO-1 and ZeRO-2 fit. Count traffic by "
-    "the ZeRO paper's plan of collectives, as the package does: a reduce-scatter or an all-gather of Ψ "
-    "elements sends Ψ per GPU. That leaves out the ring factor, (N − 1)/N: a ring really sends that "
+    "gradient accumulation over {micro_batches} micro-batches per step. Both ZeRO-1 and ZeRO-2 fit. Count "
+    "traffic by the ZeRO paper's plan of collectives, as the package does: a reduce-scatter or an all-gather "
+    "of Ψ elements sends Ψ per GPU. That leaves out the ring factor, (N − 1)/N: a ring really sends that "
     "fraction of Ψ, a little less."
 )
 ACCUMULATION_WORKING = (
-    "ZeRO-1: 2Ψ elements per step = {one}. ZeRO-2: {steps} reduce-scatters plus one all-gather = {repeats}Ψ "
-    "= {two}. The difference, {gap}, takes {extra:.4g} s at {gbit} Gb/s = {rate} GB/s."
+    "ZeRO-1: 2Ψ elements per step = {one}. ZeRO-2: {micro_batches} reduce-scatters plus one all-gather = "
+    "{repeats}Ψ = {two}. The difference, {gap}, takes {extra:.4g} s at {gbit} Gb/s = {rate} GB/s."
 )
 ACCUMULATION_SPECS = (
     Spec(
@@ -151,9 +154,9 @@ def accumulation_traffic(seed: int) -> Question:
     """Weigh ZeRO-1 against ZeRO-2 when gradients accumulate over several micro-batches."""
     source = rng(ACCUMULATION, seed)
     psi, gpus = billions(source.choice((1.3, 2.7, 6.7, 13, 30, 70))), source.choice((8, 16, 32, 64))
-    steps, gbit = source.choice((2, 4, 8, 16)), source.choice((100, 200, 400))
+    micro_batches, gbit = source.choice((2, 4, 8, 16)), source.choice((100, 200, 400))
     rate = units.parse_bandwidth(f"{gbit} Gb/s")
-    one, two = (communication.volume_elements(psi, gpus, s, micro_batches=steps) * 2 for s in (1, 2))
+    one, two = (communication.volume_elements(psi, gpus, s, micro_batches=micro_batches) * 2 for s in (1, 2))
     extra = (two - one) / rate
     values = dict(zero1_gb=in_gb(one), zero2_gb=in_gb(two), extra_s=extra)
     slips = {
@@ -161,12 +164,12 @@ def accumulation_traffic(seed: int) -> Question:
         "zero2_gb": [("accumulation-repeats", in_gb(one)), ("bytes-vs-elements", in_gb(two / 2))],
         "extra_s": [("bits-for-bytes", extra / 8)],
     }
-    facts = dict(psi=psi, gpus=gpus, steps=steps, gbit=gbit)
+    facts = dict(psi=psi, gpus=gpus, micro_batches=micro_batches, gbit=gbit)
     working = ACCUMULATION_WORKING.format(
         **facts,
         one=gb(one),
         two=gb(two),
-        repeats=steps + 1,
+        repeats=micro_batches + 1,
         gap=gb(two - one),
         extra=float(extra),
         rate=units.format_number(rate / units.GB),

@@ -12,6 +12,9 @@ from .model import Question, Spec, parts, rng
 ID, TITLE = "traffic-detective", "Name the setting from its trace"
 POINT = "Collectives and dtypes identify the framework and stage; real ZeRO-1/2 sends about 3Ψ, not 2Ψ."
 #: The settings a trace may come from; DeepSpeed's ZeRO-1 and ZeRO-2 leave the same trace, so either is right.
+#: Reuse distance 0 with prefetch (ds_zero3_reuse0, asked in the stage-3 measurement) is left out: how many
+#: layers its prefetcher keeps depends on the layer sizes, so on many MLPs its trace is another setting's
+#: (`twins` shows it), and no trace could name it.
 OPTIONS = (
     "ddp",
     "zero_redundancy_optimizer",
@@ -119,6 +122,16 @@ def tell(option: str, truth: str) -> str:
     if (a.stage == Stage.ZERO3) != (b.stage == Stage.ZERO3):
         return "stage3-pieces"
     return "count-the-gathers" if a.stage == Stage.ZERO3 else "reduce-to-owners"
+
+
+def twins(mode: str, gpus: int, widths) -> tuple[str, ...]:
+    """The settings of OPTIONS whose trace and rank 0's bytes equal `mode`'s on an MLP of `widths`."""
+    seen = predicted(mode, gpus, 0, tuple(widths))
+    return tuple(
+        o
+        for o in OPTIONS
+        if (p := predicted(o, gpus, 0, tuple(widths))).sent == seen.sent and p.held == seen.held
+    )
 
 
 def _draw(seed: int) -> tuple[tuple[int, ...], str, int]:
