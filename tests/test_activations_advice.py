@@ -1,5 +1,7 @@
 """Activation estimates against the papers, and the advisor against the article's rules."""
 
+from fractions import Fraction
+
 import pytest
 
 from zero_lessons import GB
@@ -10,7 +12,7 @@ from zero_lessons.planning.activations import (
     layer_bytes,
     zero_paper_estimate,
 )
-from zero_lessons.planning.advice import advise
+from zero_lessons.planning.advice import advise, advise_model
 from zero_lessons.stages import Stage
 
 
@@ -50,10 +52,10 @@ def test_article_rules():
     assert advise(7_500_000_000, 8, "160GB").rule == "replicate"
     pick = advise(7_500_000_000, 8, "80GB")
     assert (pick.stage, pick.rule) == (Stage.ZERO1, "partition-optimizer")
-    assert advise(7_500_000_000, 8, "30GB").stage == Stage.ZERO2
+    assert advise(7_500_000_000, 8, "32GB").stage == Stage.ZERO2  # 28.125 GB of 32 GB: 12.1% left free
     pick = advise(7_500_000_000, 8, "20GB")  # 15 GB of whole weights fit, stage 2's 28.125 GB does not
     assert (pick.stage, pick.rule) == (Stage.ZERO3, "stage-3-or-more-gpus")
-    # with 10% of each GPU left free, as the headroom warning asks: 15 + 105/N ≤ 18 GB needs N ≥ 35
+    # with 10% of each GPU left free, as the advice asks: 15 + 105/N ≤ 18 GB needs N ≥ 35
     assert "stage 2 would fit on 35 GPUs, leaving 10% of each free" in str(pick)
     pick = advise(7_500_000_000, 16, "14GB")  # the whole weights (15 GB) no longer fit a card
     assert (pick.stage, pick.rule) == (Stage.ZERO3, "partition-parameters")
@@ -65,15 +67,100 @@ def test_article_rules():
 
 
 def test_activation_warning_when_they_dominate():
-    pick = advise(10**9, 8, "80GB", activations=70 * GB)
+    pick = advise(10**9, 8, "80GB", activations=60 * GB)  # ZeRO-1: 4 + 12/8 = 5.5 GB of model state
     assert pick.stage == Stage.ZERO1
     assert any("activations outweigh" in r for r in pick.reasons)
-    assert pick.needs[0] == 16 * GB + 70 * GB
+    assert pick.needs[0] == 16 * GB + 60 * GB
+
+
+#: Lesson 04's first case: a 1.3 B GPT, 4 x 2,048 tokens per GPU, every layer recomputed, on 8 x 24 GB.
+SMALL = Transformer(layers=24, hidden=2048, heads=16, seq_len=2048, micro_batch=4)
+
+
+def test_the_advice_leaves_ten_percent_free_and_says_what_it_passed_over():
+    """Fresh readers saw the advice pick plain data parallelism with 1.3% of the card free, and the lesson
+    then run ZeRO-1. Now the pick is ZeRO-1, and one reason says why data parallelism was passed over."""
+    pick = advise_model(SMALL, 8, "24GB", recompute="full")
+    assert (pick.stage, pick.rule, pick.headroom) == (Stage.ZERO1, "partition-optimizer", Fraction(1, 10))
+    free = 24 * GB - (16 * SMALL.params + activation_bytes(SMALL, "full"))  # data parallel: 16 bytes/param
+    assert round(free / GB, 3) == 0.308 and round(100 * free / (24 * GB), 1) == 1.3
+    assert (
+        "data parallel would fit with only 0.308 GB (1.3%) free: under 10%, too little for the CUDA context, "
+        "buffers and the transient peaks of lesson 09; pass headroom=0 (--headroom 0) for the article's bare "
+        "rule"
+    ) in pick.reasons
+    assert pick.warnings == ()  # ZeRO-1 leaves 14 GB free: the thin-headroom warning has nothing to say
+
+
+def test_headroom_zero_is_the_articles_bare_rule():
+    """headroom=0 gives the old pick, data parallel, and the thin-headroom warning naming ZeRO-1."""
+    bare = advise_model(SMALL, 8, "24GB", recompute="full", headroom=0)
+    assert (bare.stage, bare.rule) == (Stage.DP, "replicate")
+    assert not any("would fit with only" in r for r in bare.reasons)
+    (warning,) = bare.warnings
+    assert warning.startswith("only 0.308 GB of 24 GB per GPU is left free, under 10%")
+    assert warning.endswith("; ZeRO-1 would leave 14.072 GB free")
+
+
+def _by_hand(params: int, gpus: int, card: int, act: int, share: Fraction) -> Stage | None:
+    """The policy written out from the article's formulas: the lowest stage whose bytes leave `share` free."""
+    per_stage = [16 * params, 4 * params + Fraction(12 * params, gpus)]
+    per_stage += [2 * params + Fraction(14 * params, gpus), Fraction(16 * params, gpus)]
+    fits = [s for s in Stage if per_stage[s] + act <= card * (1 - share)]
+    return fits[0] if fits else None
+
+
+@pytest.mark.parametrize("share", [0, Fraction(1, 20), Fraction(1, 10), Fraction(1, 4), Fraction(9, 10)])
+def test_the_pick_is_the_lowest_stage_that_leaves_the_headroom_free(share):
+    for params in (10**9, 7_500_000_000, 13 * 10**9, 70 * 10**9):
+        for gpus in (1, 4, 8, 64):
+            for card in (16 * GB, 24 * GB, 30 * GB, 40 * GB, 80 * GB):
+                for act in (0, 2 * GB):
+                    pick = advise(params, gpus, card, activations=act, headroom=share)
+                    assert pick.stage == _by_hand(params, gpus, card, act, share), (params, gpus, card, act)
+
+
+def test_the_headroom_moves_the_pick():
+    """7.5 B on 8 x 30 GB: ZeRO-2's 28.125 GB leaves 6.25% free. Enough for 5%, not for the default 10%."""
+    pick = advise(7_500_000_000, 8, "30GB")
+    assert (pick.stage, pick.rule) == (Stage.ZERO3, "stage-3-or-more-gpus")
+    assert any(
+        r.startswith("ZeRO-2 would fit with only 1.875 GB (6.3%) free: under 10%") for r in pick.reasons
+    )
+    for share in (0, "5%", 0.05):
+        lower = advise(7_500_000_000, 8, "30GB", headroom=share)
+        assert (lower.stage, lower.rule) == (Stage.ZERO2, "partition-optimizer")
+        assert lower.warnings[0].startswith("only 1.875 GB of 30 GB per GPU is left free, under 10%")
+    stricter = advise(7_500_000_000, 8, "80GB", headroom="50%")  # ZeRO-1's 41.25 GB of 80 GB leaves 48%
+    assert (
+        stricter.stage == Stage.ZERO2
+        and "ZeRO-1 would fit with only 38.75 GB (48.4%) free: under 50%, the headroom asked for"
+        in str(stricter)
+    )
+    assert stricter.to_dict()["headroom"] == 0.5
+
+
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        (Fraction(95, 100), ValueError),
+        (-0.1, ValueError),
+        (10, ValueError),
+        ("10", ValueError),
+        ("95%", ValueError),
+        ("ten%", ValueError),
+        (True, TypeError),
+        (None, TypeError),
+        ([0.1], TypeError),
+    ],
+)
+def test_headroom_is_a_share_from_0_to_90_percent(value, error):
+    with pytest.raises(error, match="headroom") as refused:
+        advise(7_500_000_000, 8, "80GB", headroom=value)
+    assert "0% to 90%" in str(refused.value)  # every refusal names the range
 
 
 def test_advise_model_uses_the_activation_estimate():
-    from zero_lessons.planning.advice import advise_model
-
     model = Transformer(layers=32, hidden=4096, heads=32, seq_len=4096, micro_batch=1)
     pick = advise_model(model, 8, "80GB", recompute="selective")
     assert pick.activations == activation_bytes(model, "selective") and pick.stage == Stage.ZERO1

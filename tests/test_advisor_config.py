@@ -3,10 +3,12 @@
 import json
 import subprocess
 import sys
+from fractions import Fraction
 
 import pytest
 
 from conftest import need_module
+from guard import one_line_naming, run_cli
 from zero_lessons import GB, Setup, memory
 from zero_lessons.planning import ds_config, ds_estimator, ds_scale, offload
 from zero_lessons.planning.advice import advise
@@ -53,7 +55,8 @@ def test_the_offload_order_is_stated_once_and_both_counts_are_checked():
 
 
 def test_thin_headroom_and_activations_left_at_zero_are_flagged():
-    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB")  # ZeRO-Offload leaves 1.25 GB of 20 GB free
+    """The warning fires when a pick leaves under 10% free, which only a headroom under 10% allows."""
+    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB", headroom=0)  # ZeRO-Offload: 1.25 GB free
     assert (pick.stage, pick.offload) == (Stage.ZERO2, "optimizer")
     assert any("only 1.25 GB of 20 GB per GPU is left free, under 10%" in w for w in pick.warnings)
     # the warning names the next choice in offload's order that leaves 10%: ZeRO-3 keeps 3.75 + 3.75 GB
@@ -63,18 +66,50 @@ def test_thin_headroom_and_activations_left_at_zero_are_flagged():
     assert any("110 GB of 2000 GB of host memory per node is left free" in w for w in host.warnings)
     roomy = advise(7_500_000_000, 8, "80GB", activations="10GB")  # 51.25 GB of 80 GB, activations given
     assert roomy.warnings == ()
-    tight = advise(7_500_000_000, 8, "44GB", activations="1GB")  # ZeRO-1: 42.25 GB of 44 GB
+    tight = advise(7_500_000_000, 8, "44GB", activations="1GB", headroom="3%")  # ZeRO-1: 42.25 GB of 44 GB
     assert [w[:40] for w in tight.warnings] == ["only 1.75 GB of 44 GB per GPU is left fr"]
     assert "warning: only 1.75 GB" in repr(tight) and tight.to_dict()["warnings"] == list(tight.warnings)
     assert tight.warnings[0].endswith("; ZeRO-2 would leave 14.875 GB free")  # 44 - 28.125 - 1
+    assert advise(7_500_000_000, 8, "44GB", activations="1GB").stage == Stage.ZERO2  # the default: 10%
 
 
-def test_the_lowest_offload_stays_the_choice_until_the_activations_say_otherwise():
-    """The policy is the lowest stage that fits, headroom or not; given 2 GB of activations, ZeRO-2 with
-    optimizer offload (18.75 + 2 GB) no longer fits 20 GB, and the advice moves to ZeRO-3 by itself."""
+def test_offload_leaves_the_headroom_free_too():
+    """7.5 B on 4 x 20 GB: ZeRO-2 with the optimizer offloaded keeps 18.75 GB, 6.25% free, so the advice
+    takes the next offload, ZeRO-3's 7.5 GB, and says in one reason what it passed over."""
+    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB")
+    assert (pick.stage, pick.offload, pick.rule) == (Stage.ZERO3, "optimizer", "offload")
+    assert offload.offloaded(7_500_000_000, 4, 2)[0].total == Fraction("18.75") * GB
+    (passed,) = [r for r in pick.reasons if "would fit with only" in r]
+    assert passed.startswith(
+        "ZeRO-2 with optimizer offload would fit with only 1.25 GB (6.3%) free: under 10%"
+    )
+    # it comes before the offload it chose, as the reader meets them in offload's order
+    assert pick.reasons.index(passed) < next(
+        i for i, r in enumerate(pick.reasons) if r.startswith("ZeRO-3 with optimizer offload: 7.5 GB")
+    )
+    assert [w for w in pick.warnings if "per GPU is left free" in w] == []
+    # 16 GB cards: stage 3 alone keeps 15 GB (6.25% free); with host memory the advice offloads instead
+    sixteen = advise(7_500_000_000, 8, "16GB", cpu_memory="256GB")
+    assert (sixteen.stage, sixteen.offload) == (Stage.ZERO3, "optimizer")
+    assert "ZeRO-3 would fit with only 1 GB (6.3%) free" in str(sixteen)
+    assert sum("would fit with only" in r for r in sixteen.reasons) == 1  # one line: the lowest choice passed
+    bare = advise(7_500_000_000, 8, "16GB")  # without host memory nothing fits with 10% free
+    assert (bare.stage, bare.rule) == (None, "does-not-fit") and "ZeRO-3 would fit with only 1 GB" in str(
+        bare
+    )
+    assert advise(7_500_000_000, 8, "16GB", headroom=0).stage == Stage.ZERO3
+
+
+def test_the_lowest_offload_that_leaves_the_headroom_is_the_choice():
+    """With headroom=0 (the bare rule), ZeRO-2 with optimizer offload fits 4 x 20 GB until 2 GB of
+    activations join its 18.75 GB; then the advice moves to ZeRO-3 by itself. With the default 10% it is
+    ZeRO-3 either way."""
+    bare = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB", activations="2GB", headroom=0)
+    assert (bare.stage, bare.offload, bare.warnings) == (Stage.ZERO3, "optimizer", ())
+    assert bare.needs[Stage.ZERO3] == 32 * GB and "ZeRO-3 with optimizer offload: 9.5 GB per GPU" in str(bare)
     pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB", activations="2GB")
     assert (pick.stage, pick.offload, pick.warnings) == (Stage.ZERO3, "optimizer", ())
-    assert pick.needs[Stage.ZERO3] == 32 * GB and "ZeRO-3 with optimizer offload: 9.5 GB per GPU" in str(pick)
+    assert not any("would fit with only" in r for r in pick.reasons)  # ZeRO-2's 20.75 GB does not fit at all
 
 
 def test_stage_3_host_figures_assume_zero_init_and_say_so():
@@ -99,8 +134,12 @@ def test_advice_says_which_ranking_it_follows():
     )
     assert "DeepSpeed's defaults differ: ZeRO-1/2 send about 3Ψ" in pick.ranking
     assert "lesson 7" not in pick.ranking and "lesson 08" in pick.ranking
-    # every answer shows the one-line form; the paragraph is kept for whoever asks for it
+    # every text answer shows the one-line form; the paragraph is kept for whoever asks for it
     assert repr(pick).endswith(pick.ranking_line) and pick.ranking not in repr(pick)
+    # a notebook shows many answers, so its view leaves the line out and keeps everything else
+    shown = pick._repr_markdown_()
+    assert pick.ranking_line not in shown and "Ranking" not in shown
+    assert shown.count("\n- ") == len(pick.reasons) + len(pick.warnings) == len(pick.lines()) - 2
     assert pick.to_dict()["ranking"] == pick.ranking and len(pick.ranking_line) < len(pick.ranking) // 3
 
 
@@ -112,11 +151,9 @@ def test_the_rankings_deepspeed_figures_are_the_traffic_rules_at_real_size():
 
 
 def test_zero_offload_when_stage_two_with_host_optimizer_fits():
-    pick = advise(7_500_000_000, 8, "16GB", cpu_memory="256GB")  # stage 3's 15 GB fits: no offload needed
+    pick = advise(7_500_000_000, 8, "20GB", cpu_memory="256GB")  # stage 3's 15 GB fits: no offload needed
     assert (pick.stage, pick.offload) == (Stage.ZERO3, "none")
-    pick = advise(
-        7_500_000_000, 4, "20GB", cpu_memory="256GB"
-    )  # stage 3 needs 30 GB; ZeRO-Offload needs 18.75
+    pick = advise(7_500_000_000, 4, "24GB", cpu_memory="256GB")  # stage 3 needs 30 GB; ZeRO-Offload 18.75
     assert (pick.stage, pick.offload) == (Stage.ZERO2, "optimizer")
 
 
@@ -161,16 +198,18 @@ def test_no_offload_fits_names_the_count_that_refused_it():
     assert small.endswith("needs more than 500 GB of host memory per node, even by the paper's count")
 
 
-def test_gpu_counts_in_the_reasons_leave_the_headroom_the_warning_asks_for():
+def test_gpu_counts_in_the_reasons_are_where_the_advice_itself_picks_stage_2():
     """13 B on 40 GB cards: stage 2 fits bare on 13 GPUs (48.75 → exactly 40 GB), but leaves 10% free only
-    from 19 (26 + 182/19 = 35.6 GB ≤ 36 GB), which is the count the advice gives."""
+    from 19 (26 + 182/19 = 35.6 GB ≤ 36 GB): the count the advice gives, and where it takes stage 2."""
     pick = advise(13 * 10**9, 8, "40GB")
     assert "stage 2 would fit on 19 GPUs, leaving 10% of each free" in pick.reasons[-1]
     assert memory.min_gpus(13 * 10**9, "40GB", 2) == 13 and memory.min_gpus(13 * 10**9, "36GB", 2) == 19
     at_19, at_18 = advise(13 * 10**9, 19, "40GB"), advise(13 * 10**9, 18, "40GB")
-    assert at_19.stage == at_18.stage == Stage.ZERO2
-    assert not any("under 10%" in w for w in at_19.warnings)
-    assert any("under 10%" in w for w in at_18.warnings)
+    assert (at_19.stage, at_18.stage) == (Stage.ZERO2, Stage.ZERO3)
+    assert any(r.startswith("ZeRO-2 would fit with only 3.889 GB (9.7%) free") for r in at_18.reasons)
+    bare = advise(13 * 10**9, 18, "40GB", headroom=0)  # the bare rule takes stage 2, and warns
+    assert bare.stage == Stage.ZERO2 and any("under 10%" in w for w in bare.warnings)
+    assert "stage 2 would fit on 13 GPUs" in advise(13 * 10**9, 8, "40GB", headroom=0).reasons[-1]
 
 
 #: Every (stage, offload) the advisor can put in a config.
@@ -290,6 +329,34 @@ def test_cli_advise_text_and_errors():
             *args,
         )
         assert bad.returncode == 2 and flag in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
+
+
+def test_cli_advise_headroom_flag():
+    base = ["advise", "--params", "7.5B", "--gpus", "8", "--gpu-memory", "30GB", "--json"]
+    picks = {}
+    for text in (None, "10%", "0", "0%", "5%", "12.5 %", "90%"):
+        code, out, err = run_cli(base + ([] if text is None else ["--headroom", text]))
+        assert (code, err) == (0, ""), (text, err)
+        picks[text] = json.loads(out)
+    assert picks[None] == picks["10%"] and picks[None]["stage"] == 3 and picks[None]["headroom"] == 0.1
+    assert [picks[t]["stage"] for t in ("0", "0%", "5%")] == [2, 2, 2]
+    assert picks["12.5 %"]["headroom"] == 0.125 and picks["90%"]["stage"] is None
+    assert picks["0"] == advise(7_500_000_000, 8, "30GB", headroom=0).to_dict() | {
+        "ds_config": ds_config.zero_config(2)
+    }
+
+
+@pytest.mark.parametrize("text", ["95%", "10", "0.1", "-5%", "%", "ten percent", "1e999%", ""])
+def test_cli_advise_refuses_a_bad_headroom_in_one_line(text):
+    code, out, err = run_cli(
+        ["advise", "--params", "7B", "--gpus", "8", "--gpu-memory", "80GB", f"--headroom={text}"]
+    )
+    assert (code, out) == (2, "") and one_line_naming(err, "--headroom"), err
+    assert "from 0% to 90%" in err
+    hints = {"10": "(write 10%)", "0.1": "(as a share, 0.1 is 10%)"}  # a number typed without its % sign
+    assert (
+        err.rstrip().endswith(hints[text]) if text in hints else "(write" not in err and "share," not in err
+    )
 
 
 def test_advice_html_for_the_explorer():

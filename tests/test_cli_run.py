@@ -29,8 +29,8 @@ pytestmark = pytest.mark.lab
 ADVISE = {
     (0, "none"): "--params 100M --gpus 1 --gpu-memory 8GB",
     (1, "none"): "--params 1B --gpus 4 --gpu-memory 8GB",
-    (2, "none"): "--params 10B --gpus 8 --gpu-memory 40GB",
-    (3, "none"): "--params 1B --gpus 2 --gpu-memory 8GB",
+    (2, "none"): "--params 10B --gpus 8 --gpu-memory 44GB",
+    (3, "none"): "--params 1B --gpus 2 --gpu-memory 9GB",
     (2, "optimizer"): "--params 1B --gpus 1 --gpu-memory 8GB --cpu-memory 64GB",
     (3, "optimizer"): "--params 10B --gpus 2 --gpu-memory 24GB --cpu-memory 512GB",
     (3, "optimizer+parameters"): "--params 10B --gpus 1 --gpu-memory 24GB --cpu-memory 512GB",

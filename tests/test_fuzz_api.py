@@ -118,6 +118,8 @@ UNIT = st.sampled_from(["GB", "GiB", "gib", "MB", "B"])
 BYTES = st.fractions(0, 64, max_denominator=16)
 FLAG = st.booleans()
 GPUS_NODE = st.integers(1, 1024)
+#: A share of each GPU to leave free: a number from 0 to 0.9, or text such as "10%" or "0".
+HEADROOM = st.one_of(st.fractions(0, Fraction(9, 10)), st.sampled_from([0, 0.1, "10%", "0", "12.5 %", "90%"]))
 BYTES_INT = st.integers(1, 10**12)
 MODEL = st.builds(
     activations.Transformer,
@@ -289,6 +291,7 @@ SPECS = {
         memory.kept_and_split_bytes,
         {"setup": arg(st.just(SETUP)), "stage": arg(STAGE)},
     ),
+    "inputs.headroom": (inputs.headroom, {"_value": arg(HEADROOM, "headroom")}),
     "inputs.Setup": (
         inputs.Setup,
         {"params": arg(PARAMS), "gpus": arg(GPUS), "recipe": arg(RECIPE), "gpu_memory": arg(MEMORY)},
@@ -303,6 +306,7 @@ SPECS = {
                 "gpus_per_node": ["8"],
                 "unit": ["GiB"],
                 "bandwidth": ["100 Gb/s"],
+                "headroom": ["10%", "0", "0.5%"],
             }.get(name, ["2", "1/2"] if name in inputs.CUSTOM else ["80GB", "1.5 TB"])
         ]
     },
@@ -426,6 +430,7 @@ SPECS = {
             "unit": arg(UNIT),
             "cpu_memory": arg(MEMORY),
             "gpus_per_node": arg(st.integers(1, 1024)),
+            "headroom": arg(HEADROOM),
         },
     ),
     "advice.choose": (
@@ -437,6 +442,7 @@ SPECS = {
             "unit": arg(UNIT),
             "cpu_memory": arg(st.integers(1, 10**13)),
             "gpus_per_node": arg(st.integers(1, 1024)),
+            "headroom": arg(HEADROOM),
         },
     ),
     "advice.advise_model": (

@@ -18,7 +18,7 @@ import pytest
 
 from guard import one_line_naming, run_cli
 from zero_lessons import checks, memory, recipes, units
-from zero_lessons.planning.advice import advise
+from zero_lessons.planning.advice import HEADROOM, advise
 from zero_lessons.present.table import stage_table
 from zero_lessons.stages import Stage
 
@@ -128,6 +128,16 @@ def recipe(rng):
     return name, name if name in recipes.PRESETS else BAD
 
 
+def percent(rng):
+    """A headroom: a percentage from 0% to 90%, or a bare 0 (good); past 90%, or a bare number (bad)."""
+    if rng.random() < 0.1:
+        return "0", Fraction(0)
+    text, value = _decimal(rng)
+    if rng.random() < 0.15:  # no % sign: refused, so 0.1 is never read as 0.1% where a share of 10% was meant
+        return text, BAD
+    return text + rng.choice(["%", " %"]), value / 100 if value <= 90 else BAD
+
+
 def mostly_good(make, share=0.75):
     """`make`, retried until good in `share` of the draws, so good and bad command lines both come often."""
 
@@ -151,6 +161,7 @@ KINDS = {
     "--cpu-memory": size(),
     "--activations": size(zero=True),
     "--gpus-per-node": whole(checks.MAX_GPUS_PER_NODE),
+    "--headroom": percent,
     "--recipe": recipe,
     "--weight-bytes": bytes_per_param,
     "--grad-bytes": bytes_per_param,
@@ -162,7 +173,11 @@ REQUIRED = {
     "fit": ["--memory", "--gpus"],
     "advise": ["--params", "--gpus", "--gpu-memory"],
 }
-OPTIONAL = {"table": ["--unit"], "fit": [], "advise": ["--activations", "--cpu-memory", "--gpus-per-node"]}
+OPTIONAL = {
+    "table": ["--unit"],
+    "fit": [],
+    "advise": ["--activations", "--cpu-memory", "--gpus-per-node", "--headroom"],
+}
 CUSTOM = ["--weight-bytes", "--grad-bytes", "--optimizer-bytes"]
 
 
@@ -252,6 +267,7 @@ def agrees_with_the_api(argv: list[str], values: dict, out: str) -> None:
             recipe=recipe_,
             cpu_memory=values.get("--cpu-memory"),
             gpus_per_node=values.get("--gpus-per-node", 8),
+            headroom=values.get("--headroom", HEADROOM),
         )
         if "--json" in values:
             assert json.loads(out) == answer.to_dict() | {"ds_config": answer.ds_config()}

@@ -33,8 +33,8 @@ pytestmark = pytest.mark.lab
 CHOICES = {
     (0, "none"): (10**8, 1, "8GB", None),
     (1, "none"): (10**9, 4, "8GB", None),
-    (2, "none"): (10**10, 8, "40GB", None),
-    (3, "none"): (10**9, 2, "8GB", None),
+    (2, "none"): (10**10, 8, "44GB", None),
+    (3, "none"): (10**9, 2, "9GB", None),
     (2, "optimizer"): (10**9, 1, "8GB", "64GB"),
     (3, "optimizer"): (10**10, 2, "24GB", "512GB"),
     (3, "optimizer+parameters"): (10**10, 1, "24GB", "512GB"),

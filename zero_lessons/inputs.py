@@ -82,6 +82,41 @@ def _bytes_per_param(text: str, name: str) -> Fraction:
     return checks.bytes_per_param(name, units.read_ratio(text, field=name, need="a number ≥ 0"))
 
 
+#: The most of each GPU the advice can be asked to leave free: 90%.
+MAX_HEADROOM = Fraction(9, 10)
+_SHARE = "a share of each GPU from 0 to 0.9 (0% to 90%), such as 0.1, or text such as '10%'"
+
+
+def _percent(text: str, name: str) -> Fraction:
+    """Text such as "10%", "12.5%" or "0" as a share of a GPU: 1/10, 1/8 or 0."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be text such as '10%' or '0', got {checks.kind(text)}")
+    number = text.strip().removesuffix("%").rstrip()
+    try:
+        share = units.read_decimal(number, field=name, forms="10%") / 100
+    except ValueError:
+        share = None
+    bare = share is not None and share and not text.strip().endswith("%")
+    if share is None or share > MAX_HEADROOM or bare:
+        typed = 100 * share if bare else 0  # a bare 10 means 10%; a bare 0.1 likely meant a share of 10%
+        hint = f" (write {number}%)" if 1 <= typed <= 100 * MAX_HEADROOM else ""
+        hint += f" (as a share, {number} is {units.format_number(100 * typed)}%)" if 0 < typed < 1 else ""
+        raise ValueError(
+            f"{name} must be a percentage from 0% to 90%, such as 10% or 0, got {checks.shown(text)}{hint}"
+        )
+    return share
+
+
+def headroom(value: object, name: str = "headroom") -> Fraction:
+    """A share of each GPU to leave free, from 0 to 0.9: a number such as 0.1, or text such as "10%"."""
+    if isinstance(value, str):
+        return _percent(value, name)
+    share = checks.exact(name, value, _SHARE)
+    if not 0 <= share <= MAX_HEADROOM:
+        raise ValueError(f"{name} must be {_SHARE}, got {checks.shown(share)}")
+    return share
+
+
 #: The three byte counts of a custom recipe, in the order `recipes.custom` takes them.
 CUSTOM = ("weight_bytes", "grad_bytes", "optimizer_bytes")
 _CUSTOM_HELP = {
@@ -109,6 +144,12 @@ FIELDS: dict[str, Field] = {
             _gpus_per_node,
         ),
         Field("unit", "GB (10**9, default) or GiB (2**30)", _unit),
+        Field(
+            "headroom",
+            'share of each GPU to leave free, as a percentage from 0 to 90: "10%" (default) or "0" '
+            "(the article's bare rule)",
+            _percent,
+        ),
         Field("bandwidth", 'link speed per GPU, e.g. "100 Gb/s" (bits) or "25 GB/s" (bytes)', _bandwidth),
         *(
             Field(key, f"custom bytes per parameter for {what} (0 to 1,024)", _bytes_per_param)

@@ -87,6 +87,7 @@ def _advise(args, recipe: recipes.Recipe) -> int:
         recipe=recipe,
         cpu_memory=args.cpu_memory,
         gpus_per_node=args.gpus_per_node,
+        **({} if args.headroom is None else {"headroom": args.headroom}),
     )
     config = answer.ds_config()
     if args.ds_config is not None:

@@ -19,7 +19,8 @@ EXAMPLES = """examples:
   zero-lessons table --params 13B --gpus 8 --weight-bytes 2 --grad-bytes 4 --optimizer-bytes 12 --json
   zero-lessons fit --memory 80GB --gpus 8              largest model per stage on 80 GB cards
   zero-lessons advise --params 13B --gpus 8 --gpu-memory 40GB --ds-config ds.json
-                                                       lowest stage that fits, why, and a DeepSpeed config
+                                                       lowest stage that fits with 10% of each GPU free,
+                                                       why, and a DeepSpeed config (--headroom 0: bare rule)
   zero-lessons recipes                                 the named bytes-per-parameter recipes
 
 Numbers: counts take "7.5B", "7.5e9", "175 billion", "70M", "1_000_000";
@@ -108,13 +109,14 @@ FLAGS = {
         ("activations", None, Fraction(0)),
         ("cpu_memory", None, None),
         ("gpus_per_node", None, 8),
+        ("headroom", None, None),  # None: the advice's own default, 10%
     ),
 }
 #: Each subcommand's one-line help.
 HELP = {
     "table": "per-GPU memory of every stage for one model",
     "fit": "largest model whose model state fits, per stage",
-    "advise": "lowest stage that fits, by the article's rules, with a DeepSpeed config",
+    "advise": "lowest stage that fits with headroom, by the article's rules, with a DeepSpeed config",
     "lab": "measure real PyTorch and DeepSpeed runs on CPU ranks against the predictions "
     "(needs the lab extra)",
     "recipes": "list the named recipes",
@@ -139,7 +141,7 @@ def _flags(sub: argparse.ArgumentParser, command: str) -> None:
             flag,
             dest=name,
             type=_typed(field, flag),
-            help=field.help,
+            help=field.help.replace("%", "%%"),  # argparse reads % in help as a format
             **({"required": True} if default is REQUIRED else {"default": default}),
         )
     sub.add_argument(

@@ -4,8 +4,9 @@ The parts:
 - `activations`: the activation memory no stage touches, and how recomputation shrinks it;
 - `offload`: the offload rules and their order, stated once, with the GPU, host and PCIe costs;
 - `ds_estimator`: DeepSpeed's own model-state estimator, re-derived; `ds_config`: its config for a choice;
-- `advice`: the lowest stage that fits, by the article's rules; `host_check`: its offload checked on the host
-  by both counts, the paper's and DeepSpeed's estimator (with zero.Init, which it states);
+- `advice`: the lowest stage that fits with `headroom` free, by the article's rules; `headroom`: that margin;
+  `ranking`: the ranking it follows; `host_check`: its offload checked on the host by both counts, the
+  paper's and DeepSpeed's estimator (with zero.Init, which it states);
 - `step` (with `step_*`): what a training step holds moment by moment, per framework.
 """
 

@@ -22,33 +22,54 @@ Show = Callable[[Fraction | int], str]
 
 
 def least_offload(
-    setup: Setup, act: Fraction, host: Fraction, per_node: int, show: Show, reasons: list[str]
+    setup: Setup,
+    act: Fraction,
+    host: Fraction,
+    per_node: int,
+    show: Show,
+    reasons: list[str],
+    limit: Fraction | None = None,
 ) -> tuple[offload.Plan, int] | None:
-    """The first plan in offload's order whose GPU part fits and whose host part fits by both counts.
+    """The first plan in offload's order whose GPU part fits `limit` and whose host part fits by both counts.
 
-    A reason is added to `reasons` for every plan whose GPU part fits, and one more when none fits.
+    `limit` is the bytes a plan may use per GPU: the card less the advice's headroom (default: the whole
+    card). A reason is added to `reasons` for every plan whose GPU part fits, and one more when none fits.
     """
+    limit = setup.gpu_memory if limit is None else limit
     tried = offload.plans(setup, act, per_node)
     for plan in tried:
-        if plan.gpu > setup.gpu_memory:
+        if plan.gpu > limit:
             continue
         ds_host = offload.deepspeed_host(setup, plan.stage, plan.offload, per_node)
         reasons.append(host_reason(setup, plan, ds_host, host, per_node, show))
         if max(plan.host, ds_host) <= host:
             return plan, ds_host
-    if all(plan.gpu > setup.gpu_memory for plan in tried):
+    if all(plan.gpu > limit for plan in tried):
+        last, card = tried[-1].gpu, show(setup.gpu_memory)
+        most = (
+            card
+            if last > setup.gpu_memory
+            else f"{show(limit)}, what {card} holds with the headroom left free"
+        )
         reasons.append(
-            f"even with optimizer and parameters offloaded, {show(tried[-1].gpu)} per GPU is more "
-            f"than {show(setup.gpu_memory)}"
+            f"even with optimizer and parameters offloaded, {show(last)} per GPU is more than {most}"
         )
     else:
-        reasons.append(_none_fits_host(setup, tried, host, show))
+        reasons.append(_none_fits_host(setup, tried, host, show, limit))
     return None
 
 
-def _none_fits_host(setup: Setup, tried: tuple[offload.Plan, ...], host: Fraction, show: Show) -> str:
-    """Why no offload that fits the GPU was taken, naming the count that refused it."""
-    paper = [p for p in tried if p.gpu <= setup.gpu_memory and p.host <= host]
+def fits_both(setup: Setup, plan: offload.Plan, host: Fraction, per_node: int) -> bool:
+    """Whether `plan` fits `host` bytes per node by both counts, the paper's and DeepSpeed's estimator."""
+    ds_host = offload.deepspeed_host(setup, plan.stage, plan.offload, per_node)
+    return max(plan.host, ds_host) <= host
+
+
+def _none_fits_host(
+    setup: Setup, tried: tuple[offload.Plan, ...], host: Fraction, show: Show, limit: Fraction
+) -> str:
+    """Why no offload that fits the GPU (within `limit`) was taken, naming the count that refused it."""
+    paper = [p for p in tried if p.gpu <= limit and p.host <= host]
     if not paper:
         return (
             f"no offload fits: each one that fits the GPU needs more than {show(host)} of host memory per "

@@ -1,0 +1,88 @@
+"""The room the advice leaves free on each GPU, and what it says when a choice fits only with less.
+
+The article's bare rule takes the lowest stage whose model state fits. A pick that fills a card to the last
+percent fails in practice: the CUDA context, communication buffers and the transient peaks of lesson 09 need
+room that the model state leaves out. So the advice asks every choice to leave `headroom` of each GPU free
+(HEADROOM, 10%, unless told otherwise), names a lower choice that fits only with less, and warns when a pick
+made with a smaller headroom leaves under HEADROOM free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+from .. import memory, units
+from ..inputs import Setup
+from ..stages import Stage
+from . import host_check, offload
+
+#: The share of each GPU the advice leaves free unless told otherwise; below it, a pick is warned about.
+HEADROOM = Fraction(1, 10)
+#: What else needs room, by where the headroom is thin.
+CLAIMANTS = {
+    "per GPU": "the CUDA context (the GPU runtime and its libraries, several hundred MB per process), "
+    "communication buffers and fragmentation need room",
+    "of host memory per node": "the operating system, pinned buffers and the data loader need room",
+}
+#: Why a fit with less than the headroom is passed over, in a few words.
+TOO_LITTLE = "too little for the CUDA context, buffers and the transient peaks of lesson 09"
+
+#: How the advice shows bytes: `units.format_bytes` with the caller's unit.
+Show = Callable[[Fraction | int], str]
+
+
+def percent(share: Fraction) -> str:
+    """A share as a percentage without its sign, to at most one decimal: 1/10 -> "10", 0.0128 -> "1.3"."""
+    return units.format_number(100 * share, 1)
+
+
+def budget(capacity: Fraction, share: Fraction) -> Fraction:
+    """The bytes a choice may use on a card of `capacity` bytes that leaves `share` of it free."""
+    return capacity * (1 - share)
+
+
+def leaving(share: Fraction) -> str:
+    """', leaving 10% of each free' for a GPU count that keeps `share` free; '' when `share` is 0."""
+    return f", leaving {percent(share)}% of each free" if share else ""
+
+
+def fewest(setup: Setup, stage: Stage, act: Fraction, share: Fraction) -> int | None:
+    """Fewest GPUs on which `stage`'s model state plus `act` leaves `share` of each GPU free, or None."""
+    room = budget(setup.gpu_memory, share) - act
+    return memory.min_gpus(setup.params, room, stage, setup.recipe) if room >= 1 else None
+
+
+def thin_fit(label: str, need: Fraction, capacity: Fraction, share: Fraction, show: Show) -> str:
+    """Why a lower choice `label` was passed over: it fits `capacity`, but leaves under `share` free."""
+    free = capacity - need
+    why = TOO_LITTLE if share <= HEADROOM else "the headroom asked for"
+    return (
+        f"{label} would fit with only {show(free)} ({percent(free / capacity)}%) free: under "
+        f"{percent(share)}%, {why}; pass headroom=0 (--headroom 0) for the article's bare rule"
+    )
+
+
+def warning(need: Fraction, capacity: Fraction, where: str, show: Show, options=()) -> tuple[str, ...]:
+    """A warning when `need` leaves less than HEADROOM of `capacity` free; `where` is a key of CLAIMANTS.
+
+    The warning names the first of `options` ((label, bytes needed), next choices up) that leaves HEADROOM.
+    """
+    if capacity - need >= capacity * HEADROOM:
+        return ()
+    return (
+        f"only {show(capacity - need)} of {show(capacity)} {where} is left free, under "
+        f"{percent(HEADROOM)}%: {CLAIMANTS[where]}"
+        + host_check.roomier(list(options), capacity, HEADROOM, show),
+    )
+
+
+def thin_offload(
+    setup: Setup, act: Fraction, host: Fraction, per_node: int, share: Fraction, show: Show, stop: int
+) -> list[str]:
+    """A reason naming the first of the first `stop` offloads that fits host and GPU, but not `share`."""
+    for plan in offload.plans(setup, act, per_node)[:stop]:
+        if plan.gpu <= setup.gpu_memory and host_check.fits_both(setup, plan, host, per_node):
+            label = f"{plan.stage.label} with {plan.offload} offload"
+            return [thin_fit(label, plan.gpu, setup.gpu_memory, share, show)]
+    return []

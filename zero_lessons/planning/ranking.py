@@ -1,0 +1,28 @@
+"""The advice's ranking of the stages: the ZeRO paper's, and what DeepSpeed's defaults send instead.
+
+By the paper's count (lesson 03) stages 0-2 send 2Ψ per GPU per step and stage 3 sends 3Ψ, so among the
+stages that fit the lowest sends least. Every text answer ends with `RANKING_LINE`; `RANKING` says it at
+length, with DeepSpeed's figures (lessons 07 and 08; the 7.5 B figure is `ds_scale.predict`'s, checked in
+tests/test_advisor_config.py).
+"""
+
+from __future__ import annotations
+
+from .. import communication
+from ..stages import Stage
+
+_PAPER = {stage: sum(c.multiple for c in communication.collectives(stage)) for stage in Stage}
+#: The ranking in one line, as every answer ends.
+RANKING_LINE = (
+    f"Ranking: the ZeRO paper's, lowest stage first (stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per step, "
+    f"stage 3 {_PAPER[Stage.ZERO3]}Ψ); under DeepSpeed's defaults a higher stage costs little or no more."
+)
+#: The ranking at length: the paper's, and what DeepSpeed's defaults send instead.
+RANKING = (
+    f"Ranking: the ZeRO paper's. Stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per GPU per step and stage 3 "
+    f"sends {_PAPER[Stage.ZERO3]}Ψ, so the lowest stage that fits sends least. DeepSpeed's defaults "
+    "differ: ZeRO-1/2 send about 3Ψ (a bucketed all-reduce, then the weight all-gather). ZeRO-3 sends "
+    "about 2Ψ on lesson 08's small model, where every gathered weight is kept for the backward pass, "
+    "and about 2.9Ψ for a 7.5 B GPT, where most are gathered again. So under DeepSpeed a higher stage "
+    "costs little or no extra traffic."
+)
