@@ -41,7 +41,7 @@ def test_the_advice_names_the_verdicts_stage_when_it_passes_it_over_for_headroom
     """The verdict is the bare fit; the advice leaves 10% of each GPU free. On 30 GB cards they pick different
     stages, and the advice says why in one reason, so the two views never disagree without saying so."""
     view = compute_view(Settings(gpu_memory="30GB"))
-    assert view.verdict == "lowest stage that fits: ZeRO-2 (28.125 GB of 30 GB)"
+    assert view.verdict == "lowest stage that fits: ZeRO-2 (28.125 GB of 30 GB, only 6.3% free)"
     assert view.advice.stage == Stage.ZERO3 and view.advice.headroom == Fraction(1, 10)
     assert any(r.startswith("ZeRO-2 would fit with only 1.875 GB (6.3%) free") for r in view.advice.reasons)
     roomy = compute_view(Settings())  # 80 GB: ZeRO-1 leaves 48% free, and both views agree
@@ -58,7 +58,7 @@ def test_verdict_when_nothing_fits_says_how_many_gpus_would():
 
 def test_verdict_matches_the_example_in_the_issue():
     table = stage_table(7_500_000_000, 8, gpu_memory="30GB")
-    assert verdict(table) == "lowest stage that fits: ZeRO-2 (28.125 GB of 30 GB)"
+    assert verdict(table) == "lowest stage that fits: ZeRO-2 (28.125 GB of 30 GB, only 6.3% free)"
     assert (
         verdict(stage_table(7_500_000_000, 8, unit="GiB", gpu_memory="30GiB"))
         == "lowest stage that fits: ZeRO-2 (26.193 GiB of 30 GiB)"

@@ -14,6 +14,7 @@ from fractions import Fraction
 from .. import checks, communication, memory, units
 from ..communication import StepTraffic
 from ..inputs import Setup
+from ..planning import headroom
 from ..planning.advice import Advice, choose
 from ..present import figures, html, svg
 from ..present.table import StageTable, table_of
@@ -81,10 +82,10 @@ def verdict(table: StageTable) -> str:
     show = lambda b: units.format_bytes(b, table.unit)  # noqa: E731
     fit = memory.lowest_fitting(tuple(row.held for row in table.rows), table.gpu_memory)
     if fit is not None:
-        return (
-            f"lowest stage that fits: {fit.label} "
-            f"({show(table.rows[fit].held.total)} of {show(table.gpu_memory)})"
-        )
+        held = table.rows[fit].held.total
+        free = 1 - Fraction(held) / table.gpu_memory
+        thin = f", only {headroom.percent(free)}% free" if free < headroom.HEADROOM else ""
+        return f"lowest stage that fits: {fit.label} ({show(held)} of {show(table.gpu_memory)}{thin})"
     fewest = memory.min_gpus(table.params, table.gpu_memory, Stage.ZERO3, table.recipe)
     return (
         f"nothing fits: even ZeRO-3 needs {show(table.rows[-1].held.total)} of {show(table.gpu_memory)} "
