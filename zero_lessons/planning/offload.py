@@ -154,10 +154,13 @@ def capacity(
     gpus_per_node: int = 8,
     target: str = "cpu",
 ) -> dict[str, Fraction]:
-    """Bytes needed per GPU, and per node on the host (`target="cpu"`) or on NVMe (`target="nvme"`).
+    """Bytes needed per GPU, and per node on the host (`target="cpu"`) or on NVMe (`target="nvme"`), by the
+    paper's count.
 
     NVMe needs stage 3. With it, DeepSpeed still keeps up to MAX_IN_CPU offloaded weights per GPU in host
-    memory, so those count on the host; the host's pinned staging buffers are left out, as everywhere here.
+    memory, so those count on the host. Left out, as the paper's count leaves them out: the fp32 gradient
+    shard DeepSpeed's code writes to the drive (NVME_GRAD_BYTES per element, the bytes `link_bytes` moves),
+    and its 16-bit gradient buffer and pinned staging buffers in host memory.
     """
     checks.choice("target", target, ("cpu", "nvme"))
     on_gpu, off_gpu = offloaded(params, gpus, stage, recipe, parameters=parameters)
