@@ -35,8 +35,8 @@ RULES = {
     "checkpointing or use a smaller micro-batch.",
     "offload": "Offload (not a numbered rule): not even stage 3 fits on the GPUs, so offload state to "
     "host memory, at a cost in PCIe traffic.",
-    "does-not-fit": "No rule is enough: even under stage 3 the model state does not fit on these GPUs with "
-    "the headroom left free.",
+    "does-not-fit": "No rule is enough: even under stage 3 the model state leaves too little room on these "
+    "GPUs.",
 }
 #: When nothing fits, what else would help, by why offload did not: never what the advice just ruled out.
 HELP = {"untried": "offload to host memory, ", "host": "more host memory per node, ", "gpu": ""}
