@@ -48,6 +48,17 @@ def test_the_advice_names_the_verdicts_stage_when_it_passes_it_over_for_headroom
     assert roomy.advice.stage == Stage.ZERO1 and roomy.verdict.startswith("lowest stage that fits: ZeRO-1")
 
 
+def test_the_tables_traffic_column_says_it_is_the_papers_count_without_the_ring():
+    """The table's last column is the ZeRO paper's 2Ψ and 3Ψ, and its label says so; the traffic view shows
+    the same traffic with the ring factor 7/8 on 8 GPUs, 1.75Ψ and 2.625Ψ: the two never contradict."""
+    view = compute_view(Settings())
+    head, *rows = view.table.cells()
+    assert head[-1] == "comm (paper, no ring)"
+    assert [row[-1] for row in rows] == ["2Ψ", "2Ψ", "2Ψ", "3Ψ"]
+    shown = comm_html(view)
+    assert [shown.count(f">{multiple}Ψ<") for multiple in ("1.75", "2.625")] == [3, 1]
+
+
 def test_verdict_when_nothing_fits_says_how_many_gpus_would():
     table = stage_table(7_500_000_000, 8, gpu_memory="10GB")
     assert (

@@ -61,7 +61,7 @@ class StageTable:
 
     def cells(self) -> list[list[str]]:
         """The table as strings: a header row, then one row per stage."""
-        head = ["stage", "partitions", *_AMOUNTS, "saved vs DP", "comm / step"]
+        head = ["stage", "partitions", *_AMOUNTS, "saved vs DP", "comm (paper, no ring)"]
         body = []
         for row in self.rows:
             amounts = row.held.in_unit(self.unit)
