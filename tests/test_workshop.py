@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import random
 import re
 from dataclasses import replace
 from fractions import Fraction
@@ -20,7 +21,7 @@ from zero_lessons import GB, GiB, format_bytes, workshop
 from zero_lessons.communication import multiple, volume_elements
 from zero_lessons.lab.model import MODEL
 from zero_lessons.memory import min_gpus, per_gpu
-from zero_lessons.planning import ds_estimator, offload
+from zero_lessons.planning import ds_estimator, ds_traffic, offload
 from zero_lessons.planning.activations import RECOMPUTE, Transformer, activation_bytes
 from zero_lessons.recipes import MEGATRON_18, custom
 from zero_lessons.stages import Stage
@@ -32,6 +33,7 @@ from zero_lessons.workshop.measure import FAMILIES, case, compare
 from zero_lessons.workshop.model import TOLERANCE
 from zero_lessons.workshop.sheets import question
 from zero_lessons.workshop.traces import OPTIONS, WHY_RATIO, twins
+from zero_lessons.workshop.worked import tensors
 
 SEEDS = range(30)
 
@@ -607,3 +609,72 @@ def test_three_significant_figures_always_pass_and_whole_counts_must_be_exact():
                 rounded = float(f"{float(part.value):.3g}")
                 passes = check(seed, qid, q.answers() | {part.name: rounded}).correct
                 assert passes == (not part.exact or rounded == part.value), (qid, seed, part.name)
+
+
+def test_the_worked_tables_name_the_lab_models_tensors_as_lesson_08_does():
+    """Lesson 08 calls layer k's weight Wk and its bias bk, from W0; the worked tables use the same names."""
+    lesson = json.loads((Path(__file__).parents[1] / "notebooks" / "08_lab_deepspeed.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in lesson["cells"] if c["cell_type"] == "code")
+    names = ast.literal_eval(re.search(r"^names = (\[.*\])$", code, re.M).group(1))
+    assert [name for name, _ in tensors()] == names == ["W0", "b0", "W1", "b1", "W2", "b2"]
+    assert [math.prod(shape) for _, shape in tensors()] == list(MODEL.sizes)
+    assert by_hand("ds_zero3", 2, 0).rows[0][0] == "W0"  # W0 is 30 × 13: 390 elements, as in lesson 08
+
+
+def test_the_host_working_says_what_to_plan_when_deepspeeds_count_does_not_fit():
+    """Question 2 plans host memory by DeepSpeed's estimator, as lesson 06 advises: the fewest nodes it names
+    fit DeepSpeed's ZeRO-3 count per node, and one node fewer does not."""
+    short = 0
+    for seed in range(60):
+        q = question("offload-and-host", seed)
+        g, a = dict(q.given), q.answers()
+        if a["deepspeed_fits"]:
+            assert q.working.endswith("DeepSpeed's is the one to plan host memory by."), seed
+            continue
+        short += 1
+        nodes = int(re.search(r"on (\d+) such nodes", q.working).group(1))
+        both = a["offload"] == "optimizer+parameters"  # a ZeRO-2 pick moves to ZeRO-3, optimizer offloaded
+
+        def per_node(k, both=both, g=g):
+            return ds_estimator.zero3(g["params"], 0, g["gpus"], k, cpu_offload=True, cpu_offload_params=both)
+
+        assert per_node(nodes).cpu_bytes <= g["host_gb"] * GB < per_node(nodes - 1).cpu_bytes, seed
+        assert f"{format_bytes(per_node(nodes).cpu_bytes)} per node" in q.working, seed
+    assert short  # some seeds do not fit DeepSpeed's count
+
+
+def test_zero1_and_zero2_hold_and_send_the_same_after_backward_on_any_mlp():
+    """Question 13's working says so for any model, at the lab's moment: after engine.backward()."""
+    source = random.Random(13)
+    for _ in range(40):
+        widths = tuple(source.randint(2, 60) for _ in range(source.choice((2, 3, 4, 5))))
+        gpus = source.choice((2, 3, 4, 8))
+        rank = source.randrange(gpus)
+        assert predicted("ds_zero1", gpus, rank, widths).values() == (
+            predicted("ds_zero2", gpus, rank, widths).values()
+        ), (widths, gpus, rank)
+
+
+def test_the_two_counts_of_traffic_are_named_the_same_way_everywhere():
+    """The lab's message trace counts an all-reduce once; the paper's count (lesson 08's "sent") twice."""
+    for seed in range(5):
+        for qid in ("traffic-detective", *FAMILIES):
+            prompt = question(qid, seed).prompt
+            assert "the lab's message trace" in prompt and "The paper's count" in prompt, qid
+            assert "as the lab counts" not in prompt and "Count as the lab does" not in prompt, qid
+
+
+def test_the_2psi_bound_between_a_weights_uses_is_worded_and_reasoned_the_same_way():
+    """Questions 4 and 14 say the same: fewer than 2Ψ elements, as only the later layers come in between."""
+    said = (
+        "backward use comes fewer than 2Ψ elements after its forward use (in between, only the later layers'"
+    )
+    assert said in question("stage3-above-stage2", 0).prompt
+    assert said in by_hand("ds_zero3", 2, 0).working()
+    for widths in ((13, 30, 30, 5), (7, 47, 45, 28, 9), (40, 3, 50, 2, 60)):
+        modules = [(a * b, b) for a, b in zip(widths, widths[1:], strict=False)]
+        psi = sum(map(sum, modules))
+        # DeepSpeed's release rule (the lab checks it on real ranks): at a reuse distance of 2Ψ and no
+        # prefetch, no weight is released between its forward and backward use, so each is gathered once
+        gathered = [i for g in ds_traffic.stage3_gathers(modules, 0, 10**18, 2 * psi) for i in g]
+        assert sorted(gathered) == list(range(2 * len(modules))), widths

@@ -185,9 +185,10 @@ def flat_buffer(mode: str, gpus: int, rank: int) -> ByHand:
 
 #: Why stage 3 gathers as often as it does, by (reuse, prefetch): "all" reuses every gathered weight.
 GATHERS = {
-    "all": "stage3_max_reuse_distance is {reuse:,} elements, and no weight's backward use comes more than 2Ψ "
-    "elements after its forward use, so every piece gathered in the forward pass stays gathered for the "
-    "backward pass (as in question 4): one all-gather of N × {mine:,} = {whole:,} elements.",
+    "all": "stage3_max_reuse_distance is {reuse:,} elements, and every weight's backward use comes "
+    "fewer than 2Ψ elements after its forward use (in between, only the later layers' weights are used, "
+    "each twice: forward, then backward), so every piece gathered in the forward pass stays gathered for "
+    "the backward pass (as in question 4): one all-gather of N × {mine:,} = {whole:,} elements.",
     "none": "With no reuse and no prefetch each layer is released after its forward use and gathered again "
     "for the backward pass: 2 × {whole:,} = {gathered:,} elements.",
     "prefetch": "With stage3_max_reuse_distance = 0 each layer is released after its forward use and "

@@ -26,8 +26,24 @@ WORKING = (
     "ZeRO-3 without offload needs {state3} + {act} per GPU: more than {card}. {stage} with {what} offload "
     "keeps {on_gpu} per GPU (activations included) and puts {paper} on the host by the paper's count. "
     "DeepSpeed's estimator prints "
-    '{ds_gib} (as "GB"), which is {ds_gb}: {verdict} the node\'s {host}.'
+    '{ds_gib} (as "GB"), which is {ds_gb}: {verdict} the node\'s {host}.{next}'
 )
+#: What to plan when both counts fit, and when DeepSpeed's does not (lesson 06: plan host memory by it).
+FITS = " Both counts fit, so the plan stands; DeepSpeed's is the one to plan host memory by."
+SPREAD = (
+    " Plan host memory by DeepSpeed's count, as lesson 06 advises. With zero.Init (assumed here) its ZeRO-3 "
+    "host figure is shared among the nodes: under ZeRO-3 with {what} offloaded it is {per_node} per node "
+    "on {where}, within {host}{why}. The other ways: a node with at least {one_node} of host memory, or "
+    "offload to NVMe (ZeRO-Infinity), which this estimator does not count."
+)
+#: Why a ZeRO-2 pick moves to ZeRO-3 when it spreads over more nodes.
+ZERO2_GROWS = (
+    " (DeepSpeed's ZeRO-2 offload figure grows with the job's GPUs, so more nodes would not help it)"
+)
+#: What is offloaded, in words.
+OFFLOADED = {"optimizer": "the optimizer", "optimizer+parameters": "the optimizer and parameters"}
+#: The most nodes `spread` tries.
+MOST_NODES = 64
 SPECS = (
     Spec(
         "stage3_gb",
@@ -86,6 +102,33 @@ def deepspeed_host(shape: Transformer, stage: Stage, params_too: bool, gpus: int
     """Host bytes DeepSpeed's own estimator gives one node for an offload choice (zero_init on)."""
     what = "optimizer+parameters" if params_too else "optimizer"
     return offload.deepspeed_host(Setup(shape.params, gpus), stage, what, gpus)
+
+
+def spread(psi: int, gpus: int, host: int, stage: Stage, what: str) -> tuple[int, str, int]:
+    """The fewest nodes of `gpus` GPUs over which ZeRO-3 with the pick's offload (the optimizer's, for a
+    ZeRO-2 pick) fits DeepSpeed's host count per node: (nodes, what is offloaded, bytes per node)."""
+    what = what if stage is Stage.ZERO3 else "optimizer"
+    for nodes in range(1, MOST_NODES + 1):
+        need = offload.deepspeed_host(Setup(psi, nodes * gpus), Stage.ZERO3, what, gpus)
+        if need <= host:
+            return nodes, what, need
+    raise ValueError(f"host must hold DeepSpeed's ZeRO-3 count on at most {MOST_NODES} nodes, got {host:,} B")
+
+
+def _next_step(psi: int, gpus: int, host: int, stage: Stage, what: str) -> str:
+    """What to plan after DeepSpeed's host check: nothing more when it fits, else more nodes under ZeRO-3."""
+    one_node = offload.deepspeed_host(Setup(psi, gpus), stage, what, gpus)
+    if one_node <= host:
+        return FITS
+    nodes, moved, need = spread(psi, gpus, host, stage, what)
+    return SPREAD.format(
+        where="this one node" if nodes == 1 else f"{nodes} such nodes ({nodes * gpus} GPUs)",
+        host=gb(host),
+        what=OFFLOADED[moved],
+        per_node=gb(need),
+        why=ZERO2_GROWS if stage is Stage.ZERO2 else "",
+        one_node=gb(one_node),
+    )
 
 
 def _draw(r):
@@ -159,6 +202,7 @@ def _working(shape: Transformer, gpus: int, card: int, host: int) -> str:
         ds_gb=gb(ds_host),
         verdict="within" if ds_host <= host else "more than",
         host=gb(host),
+        next=_next_step(psi, gpus, host, stage, "optimizer+parameters" if params_too else "optimizer"),
     )
 
 

@@ -51,10 +51,10 @@ POINT = (
 PROMPT = (
     "The lab trains its small MLP ({widths}, {psi:,} parameters) on {gpus} CPU ranks with {name}; you are "
     "rank {rank}.{note} It uses {recipe}. Predict the bytes your rank holds {when}, by kind of state, and "
-    "the elements each collective moves in one steady-state step, training tensors only{messages}. Count as "
-    "the lab does: the full tensor, so an all-gather counts its output, a reduce-scatter its input and an "
-    "all-reduce its tensor once. The paper's count differs: it weighs an all-reduce twice (a "
-    "reduce-scatter plus an all-gather). "
+    "the elements each collective moves in one steady-state step, training tensors only{messages}. Count "
+    "them as the lab's message trace does: each collective's full tensor once, so an all-gather counts its "
+    "output, a reduce-scatter its input and an all-reduce its tensor. The paper's count, which lesson 08's "
+    '"sent" columns use, differs: it weighs an all-reduce twice (a reduce-scatter plus an all-gather). '
     "Then run the lab for this case."
 )
 #: What the question says of its settings beyond their names, by family ({threshold}: DeepSpeed's default).
@@ -111,7 +111,8 @@ WHY = {
     "slice-padded": "each rank's slice is the padded flat buffer divided by N, padding included",
     "stage3-pieces": "stage 3 cuts every parameter on its own into N pieces of ceil(n/N) elements, padded",
     "unpadded": "that leaves out the padding: the framework pads what it gathers and reduce-scatters",
-    "doubled-all-reduce": "that doubles the all-reduce; give the tensor's elements, as the lab counts them",
+    "doubled-all-reduce": "that doubles the all-reduce, as the paper's count does; give the tensor's "
+    "elements, as the lab's message trace counts them",
     "reuse-gathers-once": "with prefetch and reuse DeepSpeed keeps what it gathered in the forward pass for "
     "the backward pass: one all-gather of every piece per step",
     "no-reuse-gathers-twice": "with no reuse and no prefetch, stage 3 gathers every layer in the forward "

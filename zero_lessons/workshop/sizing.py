@@ -138,8 +138,10 @@ ABOVE_PROMPT = (
     "element; stage 2's is 2Ψ + 14Ψ/N bytes; activations and other buffers are the same under both and left "
     "out. DeepSpeed keeps a weight gathered after its forward use when its next use comes within "
     "stage3_max_reuse_distance elements of gathering; here every weight's backward use comes fewer than 2Ψ "
-    "elements later (2 × {psi:,} = {twice:,} elements: a distance counted in parameter elements, not "
-    "bytes). Lesson 09's knob table turns each stage-3 setting once."
+    "elements after its forward use (in between, only the later layers' weights are used, each twice: "
+    "forward, then backward), and 2Ψ = 2 × {psi:,} = {twice:,} elements, a distance counted in parameter "
+    "elements, not bytes. Lesson 09's table of knobs changes each stage-3 setting once, alone, from its "
+    "default."
 )
 ABOVE_POINT = (
     "Stage 3 saves only the weights over stage 2, and weights kept for reuse, up to the whole model, can "
@@ -147,10 +149,10 @@ ABOVE_POINT = (
 )
 ABOVE_WORKING = (
     "Stage 2 keeps {two} and stage 3 {three} per GPU: stage 3 saves {saving}, the weights' 2Ψ(1 − 1/N) "
-    "bytes. "
-    "A distance of 2Ψ elements is within the reuse distance, so every weight gathered in the forward pass "
-    "stays gathered until its backward use: by the last layer's forward the whole model is gathered, Ψ "
-    "elements of 2 bytes, 2Ψ bytes = {gathered}, and never more, since there is nothing else to gather. "
+    "bytes. Every weight's backward use comes fewer than 2Ψ elements after its forward use, within the "
+    "reuse distance, so every weight gathered in the forward pass stays gathered until its backward use: "
+    "by the last layer's forward the whole model is gathered, Ψ elements of 2 bytes, 2Ψ bytes = "
+    "{gathered}, and never more, since there is nothing else to gather. "
     "Stage 3 then peaks {excess} (2Ψ/N bytes) above stage 2. "
     "stage3_max_live_parameters, {live:,} elements here, only stops the prefetcher fetching further ahead "
     "and releases nothing, so the weights that reuse keeps stay gathered even above it; with "

@@ -29,13 +29,13 @@ OPTIONS = (
 SAME_TRACE = {"ds_zero1": ("ds_zero2",), "ds_zero2": ("ds_zero1",)}
 PROMPT = (
     "An MLP with layer widths {widths} (a weight and a bias per layer) trains on {gpus} ranks. In one "
-    "steady-state step its collectives move, in total per kind: {shown}, all in {dtype} (full-tensor "
-    "sizes, as the lab counts them: an all-gather its output, a reduce-scatter its input, an all-reduce its "
-    "tensor once; one-element control messages left out). Rank 0 holds {weights:,} bytes of weights, "
-    "{gradients:,} of gradients and {optimizer:,} of optimizer state. These numbers follow the lab's rules "
-    "for each setting, which its tests check against real ranks. The paper's count, asked for below, "
-    "weighs an all-reduce twice (a reduce-scatter plus an all-gather) and every other collective once. "
-    "The settings: {options}."
+    "steady-state step its collectives move, in total per kind: {shown}, all in {dtype} (the lab's "
+    "message trace: each collective's full tensor once, an all-gather its output, a reduce-scatter its "
+    "input, an all-reduce its tensor; one-element control messages left out). Rank 0 holds {weights:,} "
+    "bytes of weights, {gradients:,} of gradients and {optimizer:,} of optimizer state. These numbers "
+    "follow the lab's rules for each setting, which its tests check against real ranks. The paper's "
+    "count, asked for below, weighs an all-reduce twice (a reduce-scatter plus an all-gather) and every "
+    "other collective once. The settings: {options}."
 )
 WORKING = (
     "The {dtype} tensors point to {framework}; {shown} is the pattern of {name}. Ψ = Σ(in·out + out) = "

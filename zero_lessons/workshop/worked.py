@@ -51,9 +51,9 @@ class ByHand:
 
 
 def tensors() -> list[tuple[str, Shape]]:
-    """The lab model's parameters in forward order, W1, b1, W2, ...: an (out, in) weight, an (out,) bias."""
+    """The lab model's parameters in forward order, named as lesson 08 names them: W0, b0, W1, b1, ..."""
     out: list[tuple[str, Shape]] = []
-    for n, (a, b) in enumerate(pairwise(lab_model()[0]), 1):
+    for n, (a, b) in enumerate(pairwise(lab_model()[0])):
         out += [(f"W{n}", (b, a)), (f"b{n}", (b,))]
     return out
 
