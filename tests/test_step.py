@@ -20,7 +20,7 @@ from zero_lessons.planning import (
 )
 from zero_lessons.planning.step import Layer, Model
 from zero_lessons.planning.step_parts import KINDS
-from zero_lessons.planning.step_zero3 import replay, runs
+from zero_lessons.planning.step_zero3 import named, replay, runs
 
 # Three layers of one tensor each (10, 20, 30 elements), saving 1, 2 and 3 activation bytes.
 TINY = layered_model([(10,), (20,), (30,)], [1, 2, 3])
@@ -126,6 +126,20 @@ def test_zero3_trace_with_prefetch():
     # (30). Layer 2: as it starts, the root's buffer is still alive beside layer 3's. Layer 3: layer 3's,
     # while it is copied out, and layer 1's (10), alive until layer 1's backward.
     assert [s.flat for s in steps] == [60, 60, 40, 10, 10, 10]
+    # The tensors behind those counts: (layer, elements) of each, copied out or still in their buffer.
+    assert [s.ready for s in steps] == [((1, 20),), (), (), (), (), ()]
+    assert [s.waiting for s in steps] == [
+        ((2, 30),),
+        ((0, 10), (2, 30)),
+        ((0, 10),),
+        ((0, 10),),
+        ((0, 10),),
+        (),
+    ]
+    assert [s.kept_tensors for s in steps] == [(), (), ((1, 20),), ((1, 20),), (), ()]
+    for s in steps:
+        assert sum(n for _, n in s.waiting) == s.in_flight
+        assert sum(n for _, n in s.ready) == s.prefetched - s.in_flight
 
 
 def test_zero3_max_live_parameters_only_stops_the_prefetcher():
@@ -523,22 +537,67 @@ def test_every_byte_count_is_exact(framework):
             assert type(part.nbytes) in (int, Fraction), (phase.name, part)
 
 
+# The lab's stage-3 model (lesson 09): four Linear modules of a 32 × 32 weight and 32 biases, with ReLUs
+# between them, and its stage-3 knobs scaled down to a layer or so.
+LAB_LAYERS = tuple(
+    Layer(name, tensors)
+    for name, tensors in [
+        ("linear 1", (1024, 32)),
+        ("relu 1", ()),
+        ("linear 2", (1024, 32)),
+        ("relu 2", ()),
+        ("linear 3", (1024, 32)),
+        ("relu 3", ()),
+        ("linear 4", (1024, 32)),
+    ]
+)
+LAB_Z3 = DeepSpeed(
+    stage=3,
+    reduce_bucket_size=1200,
+    prefetch_bucket_size=1200,
+    max_live_parameters=3600,
+    max_reuse_distance=1200,
+    param_persistence_threshold=0,
+)
+
+
+def test_the_lab_zero3_trace_at_the_third_relu():
+    # At linear 1's forward the prefetcher (budget min(3,600 - 2,080, 1,200)) fetches linear 2's bias to
+    # linear 4's weight in one all-gather; linear 3's wait copies that all-gather out, linear 4's weight with
+    # it. Once linear 1 is released, relu 1 has 3,600 - 3,136 = 464 elements of budget: it fetches linear 4's
+    # bias, walks on into the backward half of the trace, past linear 4 to linear 2 (gathered already, so
+    # free, and now kept: their next use is passed), and fetches linear 1's weight, used last in backward.
+    steps, _ = replay(Model("lab MLP", LAB_LAYERS), LAB_Z3)
+    relu3 = steps[5]
+    assert relu3.ready == ((6, 1024),)
+    assert relu3.waiting == ((0, 1024), (6, 32))
+    assert relu3.kept_tensors == ((2, 32), (2, 1024), (4, 32), (4, 1024))
+    # max_live_parameters stops the prefetcher; it caps nothing: 4,192 elements are gathered here.
+    assert relu3.own + relu3.prefetched + relu3.kept == 4192 > LAB_Z3.max_live_parameters
+    assert named(LAB_LAYERS, relu3.ready) == "linear 4's 1,024-element tensor"
+    assert (
+        named(LAB_LAYERS, relu3.waiting) == "linear 1's 1,024-element tensor and linear 4's 32-element tensor"
+    )
+    assert named(LAB_LAYERS, relu3.kept_tensors) == "linear 2 to linear 3"
+
+
+def test_gathered_tensors_are_named_by_layer_or_by_tensor():
+    # A layer with some of its gathered tensors is named by them, and breaks a run of whole layers.
+    assert named(LAB_LAYERS, ((0, 1024), (0, 32), (2, 1024), (4, 1024), (4, 32))) == (
+        "linear 1, linear 2's 1,024-element tensor and linear 3"
+    )
+    three = (Layer("block 1", (5, 6, 7)), Layer("block 2", (5, 6, 7)))
+    assert named(three, ((0, 5), (0, 7), (1, 5), (1, 6), (1, 7))) == "2 of block 1's 3 tensors and block 2"
+    # Tensors kept whole (at most the threshold) are never gathered: a layer is whole without them.
+    assert named(three, ((0, 7),), threshold=6) == "block 1"
+    assert named(three, ()) == ""
+
+
 def test_gathered_layers_are_named_by_their_unbroken_runs():
     # The lab's stage-3 model steps through Linear and ReLU modules; a ReLU has no tensors: it breaks no run.
     # At the third ReLU's forward the prefetcher holds linear 1 (for backward) and linear 4 (next), not the
     # two between them, kept from their own use: "linear 1 to linear 4" would name all four.
-    layers = tuple(
-        Layer(name, tensors)
-        for name, tensors in [
-            ("linear 1", (1024, 32)),
-            ("relu 1", ()),
-            ("linear 2", (1024, 32)),
-            ("relu 2", ()),
-            ("linear 3", (1024, 32)),
-            ("relu 3", ()),
-            ("linear 4", (1024, 32)),
-        ]
-    )
+    layers = LAB_LAYERS
     assert runs(layers, (0, 6)) == "linear 1 and linear 4"
     assert runs(layers, (2, 4)) == "linear 2 to linear 3"
     assert runs(layers, (0, 2, 6)) == "linear 1 to linear 2 and linear 4"

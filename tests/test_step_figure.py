@@ -242,6 +242,12 @@ def test_tables_show_exact_bytes_rounded_only_for_display():
         "2,048",
     ]
     assert lab.body[0][2].endswith("12 B × 4,224 / 2") and not any("K" in row[2] for row in lab.body)
+    # Each row names exactly the tensors its bytes count: only linear 4's weight is prefetched and copied out;
+    # linear 1's weight and linear 4's bias, prefetched too, are still only in their all-gather buffer.
+    buffers, kept, ready = (row[2] for row in lab.body[first : first + 3])
+    assert ready.endswith(": linear 4's 1,024-element tensor: 2 B × 1,024")
+    assert kept.endswith(": linear 2 to linear 3: 2 B × 2,112")
+    assert buffers.endswith("prefetched: linear 1's 1,024-element tensor and linear 4's 32-element tensor")
     # Model state: the paper's ZeRO-3 share, plus the small tensors (≤ 100,000 elements) kept whole.
     small = sum(n for layer in BIG.layers for n in layer.tensors if n <= 100_000)
     state = memory.per_gpu(BIG.params, 8, Stage.ZERO3).total + 2 * small

@@ -37,11 +37,14 @@ class Gathered:
     layer: int  #: index of the layer this step runs (-1: after the last step)
     own: int  #: elements of the layer's own tensors, gathered for this use
     prefetched: int  #: elements gathered ahead of their use
-    prefetched_layers: tuple[int, ...]  #: layers those tensors belong to
     kept: int  #: elements kept gathered from an earlier use
-    kept_layers: tuple[int, ...]  #: layers those tensors belong to
     in_flight: int = 0  #: of those gathered, elements not yet copied out of their all-gather buffer
     flat: int = 0  #: elements of the all-gather buffers alive at the step's highest point
+    #: (layer, elements) of each tensor prefetched and already copied out of its all-gather buffer
+    ready: tuple[tuple[int, int], ...] = ()
+    #: (layer, elements) of each tensor prefetched and still only in its all-gather buffer
+    waiting: tuple[tuple[int, int], ...] = ()
+    kept_tensors: tuple[tuple[int, int], ...] = ()  #: (layer, elements) of each tensor kept
 
 
 @dataclass
@@ -182,13 +185,18 @@ def _snapshot(layer, mine, gathered, prefetched, sizes, owner, fetches, waiting)
     own = [t for t in mine if t in gathered]
     ahead = prefetched & gathered
     kept = gathered - ahead - set(own)
+
+    def tensors(ids) -> tuple[tuple[int, int], ...]:
+        return tuple(sorted((owner[t], sizes[t]) for t in ids))
+
     return Gathered(
         layer,
         sum(sizes[t] for t in own),
         sum(sizes[t] for t in ahead),
-        tuple(sorted({owner[t] for t in ahead})),
         sum(sizes[t] for t in kept),
-        tuple(sorted({owner[t] for t in kept})),
         sum(sizes[t] for t in gathered - fetches.copied),
         max(waiting, fetches.alive()),
+        tensors(ahead & fetches.copied),
+        tensors(ahead - fetches.copied),
+        tensors(kept),
     )

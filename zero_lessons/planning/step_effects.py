@@ -80,7 +80,8 @@ CHANGES = (
         FSDP2(),
         FSDP2(reshard_after_forward=False),
         "True → False",
-        "one all-gather per layer instead of two: 3× → 2× the weights per step (lab, lesson 07)",
+        "one all-gather per layer instead of two: elements sent per step, reduce-scatter plus all-gathers, "
+        "3Ψ → 2Ψ (lab, lesson 07)",
     ),
     Change(
         "bucket_cap_mb",

@@ -19,7 +19,7 @@ from .step_knobs import DeepSpeed
 from .step_parts import Part
 from .step_rules import FP32, Moments, Parts, Setup, per, share, span
 
-__all__ = ["Gathered", "replay", "runs", "zero3"]
+__all__ = ["Gathered", "named", "replay", "runs", "zero3"]
 
 
 def zero3(setup: Setup, fw: DeepSpeed) -> Moments:
@@ -27,8 +27,10 @@ def zero3(setup: Setup, fw: DeepSpeed) -> Moments:
     held = _pieces(setup, fw) + buckets(setup, fw, "keeps, from start-up,")
     steps, leftover = replay(setup.model, fw)
     count = len(setup.model.layers)
+    threshold = fw.param_persistence_threshold
     gathered = [
-        _gathered(setup, step, "backward" if s >= count else "forward") for s, step in enumerate(steps)
+        _gathered(setup, step, "backward" if s >= count else "forward", threshold)
+        for s, step in enumerate(steps)
     ]
     waiting, last = hook_gradients(setup, fw)
     most, end = _flattened(setup, fw)
@@ -36,7 +38,7 @@ def zero3(setup: Setup, fw: DeepSpeed) -> Moments:
     backward = tuple(
         held + gathered[2 * count - 1 - i] + (waiting[i], _flat_copy(setup, most[i])) for i in range(count)
     )
-    reduction = held + _gathered(setup, leftover, "backward") + last + (_flat_copy(setup, end),)
+    reduction = held + _gathered(setup, leftover, "backward", threshold) + last + (_flat_copy(setup, end),)
     return Moments(held, forward, backward, reduction, held, held + _cast(setup, fw), held)
 
 
@@ -99,15 +101,14 @@ def _pieces(setup: Setup, fw: DeepSpeed) -> Parts:
     )
 
 
-def _gathered(setup: Setup, step: Gathered, which: str) -> Parts:
+def _gathered(setup: Setup, step: Gathered, which: str, threshold: int) -> Parts:
     """Parts for what ZeRO-3 holds gathered at one step (nothing on one rank)."""
     if setup.gpus == 1:
         return ()
     layers, w = setup.model.layers, setup.w
-    names = {
-        key: runs(layers, idx) for key, idx in (("ahead", step.prefetched_layers), ("kept", step.kept_layers))
-    }
     own = layers[step.layer].name if step.layer >= 0 else ""
+    waiting = named(layers, step.waiting, threshold)
+    still = f"; still only in them, prefetched: {waiting}" if waiting else ""
     return (
         Part(
             "gathered parameters",
@@ -117,34 +118,56 @@ def _gathered(setup: Setup, step: Gathered, which: str) -> Parts:
         Part(
             "gathered parameters",
             (step.prefetched - step.in_flight) * w,
-            f"gathered ahead of use by the prefetcher (prefetch_bucket_size), already copied out "
-            f"of their all-gather buffer: tensors of {names['ahead']}: "
+            "prefetched (prefetch_bucket_size) and already copied out, as the first wait on an all-gather "
+            f"copies out all it brought: {named(layers, step.ready, threshold)}: "
             f"{per(w, step.prefetched - step.in_flight)}",
         ),
         Part(
             "gathered parameters",
             step.kept * w,
-            f"kept gathered since an earlier use (reused within max_reuse_distance, or the prefetcher is "
-            f"already past their next use): tensors of {names['kept']}: {per(w, step.kept)}",
+            "kept gathered since an earlier use (reused within max_reuse_distance, or the prefetcher is "
+            f"already past their next use): {named(layers, step.kept_tensors, threshold)}: "
+            f"{per(w, step.kept)}",
         ),
         Part(
             "gathered parameters",
             step.flat * w,
-            "all-gather buffers, each freed only once every tensor it brought has been used "
-            f"(each tensor is copied out of its buffer): {per(w, step.flat)}",
+            f"all-gather buffers ({per(w, step.flat)}), each freed only once every tensor it brought has "
+            f"been used, so a tensor copied out of one is held twice until then{still}",
         ),
     )
 
 
-def runs(layers, idx) -> str:
+def named(layers, tensors, threshold: int = 0) -> str:
+    """The layers the `(layer, elements)` pairs in `tensors` belong to, by name: a layer whose gathered
+    tensors (those over `threshold` elements) are all there joins a run, as `runs` writes it; one with only
+    some is named by its tensors: "linear 4's 1,024-element tensor", or "2 of block 3's 4 tensors"."""
+    count = {i: sum(1 for n in layer.tensors if n > threshold) for i, layer in enumerate(layers)}
+    have: dict[int, list[int]] = {}
+    for i, n in tensors:
+        have.setdefault(i, []).append(n)
+    some = {}
+    for i, sizes in have.items():
+        if len(sizes) == 1 < count[i]:
+            some[i] = f"{layers[i].name}'s {sizes[0]:,}-element tensor"
+        elif len(sizes) < count[i]:
+            some[i] = f"{len(sizes)} of {layers[i].name}'s {count[i]} tensors"
+    return runs(layers, tuple(have), some)
+
+
+def runs(layers, idx, some=None) -> str:
     """The layers at indices `idx` by name, each unbroken run as one span: "linear 2 to linear 3", but
-    "linear 1 and linear 4" when layers between them are left out (a layer without tensors breaks no run)."""
+    "linear 1 and linear 4" when layers between them are left out (a layer without tensors breaks no run).
+    A layer in `some` (index -> text) is written as that text, and breaks the run."""
+    some = some or {}
     spans, run = [], []
     for j in range(len(layers)):
-        if j in idx:
+        if j in idx and j not in some:
             run.append(layers[j])
-        elif layers[j].tensors and run:
+        elif (layers[j].tensors or j in some) and run:
             spans, run = [*spans, span(tuple(run))], []
+        if j in some:
+            spans.append(some[j])
     spans += [span(tuple(run))] if run else []
     return ", ".join(spans[:-1]) + (" and " if len(spans) > 1 else "") + (spans[-1] if spans else "")
 

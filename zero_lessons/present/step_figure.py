@@ -34,8 +34,10 @@ MAX_LABELLED = 24
 MAX_PANELS = 8
 #: Inches: the book's text column is about 784 px wide at matplotlib's 100 dpi.
 WIDTH, PANEL_HEIGHT = 7.84, 1.9
-#: Legend entries per row, and the inches each row takes.
-LEGEND_COLUMNS, LEGEND_ROW = 4, 0.13
+#: Legend entries per column, under the column's heading, and the inches each row takes.
+LEGEND_DEPTH, LEGEND_ROW = 3, 0.13
+#: The legend's groups, one heading each: the paper's model state, the step's buffers, the marks.
+LEGEND_GROUPS = ("model state (bars)", "buffers within the step (bars)", "marks")
 
 
 def short_name(phase: str) -> str:
@@ -222,43 +224,64 @@ def _draw_bars(ax, panel: Panel, unit: str) -> list[float]:
 
 
 def _legend_rows(panels, unit: str) -> int:
-    """Rows the legend takes: its entries, `LEGEND_COLUMNS` to a row."""
-    return -(-len(_entries(panels, unit)[0]) // LEGEND_COLUMNS)
+    """Rows the legend takes: a heading, then `LEGEND_DEPTH` entries."""
+    return LEGEND_DEPTH + 1
 
 
 def _legend(fig: Figure, panels, unit: str, top: float) -> None:
-    """One legend above the panels: every kind drawn, then the markers, the bands and the peak line."""
+    """One legend above the panels, in columns under three headings: the kinds of model state drawn, the
+    step's buffers drawn, then the markers, the bands and the peak line."""
     handles, names = _entries(panels, unit)
-    fig.legend(
+    legend = fig.legend(
         handles,
         names,
         loc="upper center",
-        ncol=LEGEND_COLUMNS,
+        ncol=len(handles) // (LEGEND_DEPTH + 1),
         fontsize=7.5,
         frameon=False,
         bbox_to_anchor=(0.5, top),
         handlelength=1.4,
-        columnspacing=1.2,
+        handletextpad=0.5,
+        columnspacing=1.0,
     )
+    for text in legend.get_texts():
+        if text.get_text() in LEGEND_GROUPS:
+            text.set_fontweight("bold")
 
 
 def _entries(panels, unit: str) -> tuple[list, list[str]]:
-    """The legend's handles and names: every kind drawn, then the markers, the bands and the peak line."""
-    drawn = [k for k in STACK if any(k in p.heights(unit) for p in panels)]
-    handles = [plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]) for k in drawn]
-    names = [KIND_NAMES[k] for k in drawn]
-    if any(p.measured is not None for p in panels):
-        handles.append(plt.Line2D([], [], ls="none", marker="D", ms=4, color="black"))
-        names.append("measured, busiest rank")
-    if any(p.tolerance is not None and any(p.tolerance) for p in panels):
-        handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1))))
-        names.append("tolerance: buffers the model leaves out")
-    if any(p.loss is not None for p in panels):
-        handles.append(plt.Line2D([], [], ls="none", marker="D", ms=4, mfc="white", mec="black"))
-        names.append("measured during the loss (not modelled)")
-    handles += [
-        plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"),
-        plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4),
-    ]
-    names += ["only persistent state live", "the model's peak, marked over its bar"]
+    """The legend's handles and names, column by column: each group's heading, then its entries,
+    `LEGEND_DEPTH` to a column; a group's further columns have a blank heading, a short column blank rows."""
+    blank = plt.Line2D([], [], ls="none")
+    handles, names = [], []
+    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit), strict=True):
+        for start in range(0, len(entries), LEGEND_DEPTH):
+            column = entries[start : start + LEGEND_DEPTH]
+            column += [(blank, "")] * (LEGEND_DEPTH - len(column))
+            handles += [blank, *(h for h, _ in column)]
+            names += [heading if start == 0 else "", *(n for _, n in column)]
     return handles, names
+
+
+def _groups(panels, unit: str) -> tuple[list, list, list]:
+    """(handle, name) pairs of each legend group: the model states drawn, the buffers drawn, the marks."""
+    drawn = [k for k in STACK if any(k in p.heights(unit) for p in panels)]
+    kinds = [(plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]), KIND_NAMES[k]) for k in drawn]
+    states = [entry for entry, k in zip(kinds, drawn, strict=True) if k in STACK[:3]]
+    buffers = [entry for entry, k in zip(kinds, drawn, strict=True) if k not in STACK[:3]]
+    marks = []
+    if any(p.measured is not None for p in panels):
+        marks.append(
+            (plt.Line2D([], [], ls="none", marker="D", ms=4, color="black"), "measured, busiest rank")
+        )
+    if any(p.loss is not None for p in panels):
+        hollow = plt.Line2D([], [], ls="none", marker="D", ms=4, mfc="white", mec="black")
+        marks.append((hollow, "measured during the loss"))
+    if any(p.tolerance is not None and any(p.tolerance) for p in panels):
+        box = plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1)))
+        marks.append((box, "tolerance"))
+    marks += [
+        (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "only persistent state live"),
+        (plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), "the model's peak"),
+    ]
+    return states, buffers, marks
