@@ -203,6 +203,20 @@ def test_every_variant_is_solved_by_the_package_and_accepted(qid):
 
 
 @pytest.mark.parametrize("qid", list(QUESTIONS))
+def test_a_worked_answer_shows_as_plain_data_that_check_accepts_back(qid):
+    for seed in SEEDS[:10]:
+        q = question(qid, seed)
+        shown = sheet(seed, only=[qid]).plain(qid, SOLVERS[qid](dict(q.given)))
+        assert shown.keys() == q.answers().keys() and json.loads(json.dumps(shown)) == shown
+        assert check(seed, qid, shown).correct, (seed, shown)
+    with pytest.raises(ValueError, match="with every part"):
+        sheet(0).plain(qid, {})
+    first = q.parts[0].name
+    with pytest.raises(ValueError, match=f"^{first}: "):
+        sheet(0).plain(qid, q.answers() | {first: object()})
+
+
+@pytest.mark.parametrize("qid", list(QUESTIONS))
 def test_every_known_slip_is_rejected_with_its_own_feedback(qid):
     named = 0
     for seed in SEEDS:
@@ -425,6 +439,7 @@ def test_stage3_gathers_at_most_the_whole_model_and_reuse_not_max_live_releases_
         q = question("stage3-above-stage2", seed)
         g = dict(q.given)
         assert q.part("gathered_gb").value * GB == 2 * g["params"]  # capped at Ψ elements in bf16
+        assert 2 * g["params"] <= deepspeed_default("stage3_max_reuse_distance")  # reuse covers every layer
         assert q.part("knob").value == "max_reuse_distance"
         assert {s.key for s in q.part("knob").slips} == {"live-caps-prefetch", "prefetch-is-not-reuse"}
 

@@ -7,7 +7,7 @@ True/False or "yes"/"no". Nothing is evaluated: text is matched against fixed fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from html import escape
 
@@ -84,6 +84,20 @@ def read(part: Part, raw):
     if not isinstance(raw, str):
         raise ValueError(f"give one of the listed choices as text, got {_shown(raw)}")
     return canonical("choice", raw)
+
+
+def plain(question: Question, answer) -> dict:
+    """`answer`'s parts, each read as `assess` reads it, as plain data in the form `answers()` gives."""
+    if not isinstance(answer, dict) or not {p.name for p in question.parts} <= answer.keys():
+        names = ", ".join(p.name for p in question.parts)
+        raise ValueError(f"answer must be a dict with every part, {names}, got {_shown(answer)}")
+    shown = {}
+    for p in question.parts:
+        try:
+            shown[p.name] = replace(p, value=canonical(p.kind, read(p, answer[p.name]))).plain()
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{p.name}: {err}") from None
+    return shown
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from functools import lru_cache, partial
 
 from .. import checks
 from . import audit_bytes, audit_deepspeed, checkpointing, host_memory, measure, sizing, timing, traces
-from .feedback import Feedback, assess
+from .feedback import Feedback, assess, plain
 from .model import MAX_SEED, Question
 
 #: Every question, in the sheet's order: design questions, then the audit, then predict-then-measure.
@@ -92,6 +92,10 @@ class Sheet:
     def check(self, qid: str, answer, *, show_working: bool = False) -> Feedback:
         """Grade `answer` against this sheet's variant of `qid`."""
         return assess(self[qid], answer, show_working=show_working)
+
+    def plain(self, qid: str, answer) -> dict:
+        """`answer` to this sheet's `qid` as plain data, every part read as `check` reads it."""
+        return plain(self[qid], answer)
 
     def measure(self, qid: str, answer, *, timeout: float = 120) -> Feedback:
         """Grade `answer` against the lab's measurement of this sheet's case `qid`. The first call runs the
