@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.transforms import ScaledTranslation
 
 from .. import checks, units
 from ..planning.step_parts import KINDS, Timeline
@@ -158,6 +159,10 @@ def plot_step(panels, unit: str = "kB", title: str = "") -> Figure:
     return fig
 
 
+#: the red triangle over the peak's bar, drawn unclipped above the axes if need be
+PEAK_MARK = {"marker": "v", "ms": 5, "color": "crimson", "ls": "none", "zorder": 5, "clip_on": False}
+
+
 def _draw_panel(ax, panel: Panel, unit: str) -> None:
     """One setup: boundaries shaded, bars stacked by kind, measured markers, the model's peak dashed."""
     t, size = panel.timeline, units.unit_size(unit)
@@ -169,9 +174,8 @@ def _draw_panel(ax, panel: Panel, unit: str) -> None:
     right = f"model peak {shown} {unit} at {t.peak.name}"  # the full name, as the tables write it
     ax.set_title(right, fontsize=8, loc="right", pad=3, color="crimson")
     xs, loss_x = panel.columns()
-    ax.plot(
-        [xs[t.peak_index]], [peak], marker="v", ms=5, color="crimson", ls="none", zorder=5, gid="peak bar"
-    )
+    lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond
+    ax.plot([xs[t.peak_index]], [peak], gid="peak bar", transform=lifted, **PEAK_MARK)
     ticks, labels = list(xs), list(panel.labels())
     if loss_x is not None:
         ticks.insert(loss_x, loss_x)
