@@ -220,9 +220,11 @@ def test_one_explorer_update_checks_each_input_once_and_computes_each_quantity_o
     ]
     assert all(shown)
     calls = {key: wrapped.call_count for key, wrapped in counted.items()}
-    # Each input once, in Settings (through its Setup): Ψ, N_d, the recipe, the memory per GPU, the link.
+    # Each input once, in Settings (through its Setup): Ψ, N_d, the recipe, the memory per GPU, the
+    # activations, the link.
     assert calls["checks.params"] == calls["checks.gpus"] == calls["recipes.get"] == 1
-    assert calls["checks.memory"] == calls["checks.bandwidth"] == 1
+    memories = Counter(call.args[0] for call in counted["checks.memory"].call_args_list)
+    assert memories == {"gpu_memory": 1, "activations": 1} and calls["checks.bandwidth"] == 1
     # Each stage's memory once (today's code computed the four stages twice, through per_gpu, 8 calls), shared
     # by the table, the verdict and the advice; the paper's traffic (table) and the ring traffic (comm views)
     # once per stage each.

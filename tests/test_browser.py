@@ -218,10 +218,11 @@ def check_error_layout(page, name: str) -> None:
     """An input error shows under its box and moves nothing: controls stay in view, the right column stays."""
     page.locator(".zero-explorer").scroll_into_view_if_needed()
     before = layout(page)
-    assert len(before["controls"]) == 13, before["controls"]  # 7 text boxes, 3 menus, 2 sliders, the unit
+    assert len(before["controls"]) == 14, before["controls"]  # 8 text boxes, 3 menus, 2 sliders, the unit
     for label, text, key in (
         ("params", "abc", "cannot read 'abc'"),
         ("memory/GPU", "lots", "cannot read 'lots'"),
+        ("activations", "a lot", "activations: cannot read 'a lot'"),
     ):
         type_into(page, label, text)
         page.wait_for_function(
@@ -243,6 +244,7 @@ def check_error_layout(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"explorer-{name}-error.png"))
     type_into(page, "params", "7.5B")
     type_into(page, "memory/GPU", "80 GB")
+    type_into(page, "activations", "0")
     page.wait_for_function("() => document.querySelectorAll('.zero-explorer .zero-error').length === 0")
     assert layout(page)["right"] == before["right"]
 

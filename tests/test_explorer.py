@@ -9,6 +9,7 @@ from zero_lessons import GB, communication, recipes
 from zero_lessons.explorer.views import (
     PRESETS,
     Settings,
+    advice_html,
     comm_html,
     compute_view,
     plot_comm,
@@ -86,11 +87,41 @@ def test_verdict_matches_the_example_in_the_issue():
         ("dtype", "fp13", "dtype must be"),
         ("bandwidth", "0 Gb/s", "> 0"),
         ("recipe", "adam-ish", "recipe must be"),
+        ("activations", "lots", "activations: cannot read 'lots'"),
+        ("activations", -1, "activations must be"),
     ],
 )
 def test_settings_reject_bad_fields(field, value, words):
     with pytest.raises((ValueError, TypeError), match=words):
         Settings(**{field: value})
+
+
+def test_activations_change_the_verdict_and_the_advice_and_both_say_so():
+    # Lesson 04's point: 45 GB of activations beside 7.5B's model state on 8 x 80 GB. Without them ZeRO-1
+    # fits (41.25 GB); with them ZeRO-1 needs 86.25 GB, ZeRO-2 73.125 GB (8.6% free: under the advice's 10%
+    # headroom), so the verdict's bare rule says ZeRO-2 and the advice says ZeRO-3 (60 GB).
+    bare, busy = compute_view(Settings()), compute_view(Settings(activations="45GB"))
+    assert bare.verdict == "lowest stage that fits: ZeRO-1 (41.25 GB of 80 GB)" and bare.advice.stage == 1
+    assert busy.settings.activations == 45 * GB
+    assert busy.verdict == (
+        "lowest stage that fits: ZeRO-2 (28.125 GB model state + 45 GB activations = 73.125 GB of 80 GB, "
+        "only 8.6% free)"
+    )
+    assert busy.advice.stage == Stage.ZERO3 and busy.advice.activations == 45 * GB
+    assert "ZeRO-3: 15 GB model state + 45 GB activations = 60 GB of 80 GB per GPU" in advice_html(busy)
+    assert "activations were left at 0" in advice_html(bare) and "left at 0" not in advice_html(busy)
+
+
+def test_activations_that_fill_a_card_leave_no_gpu_count_that_helps():
+    more = compute_view(Settings(activations="79GB")).verdict
+    assert more.endswith(
+        "15 GB model state + 79 GB activations = 94 GB of 80 GB per GPU; ZeRO-3 would fit on 120 GPUs"
+    )
+    full = compute_view(Settings(activations="80GB")).verdict
+    assert full.endswith("no GPU count helps: checkpoint the activations or use a smaller batch (rule 3)")
+    assert compute_view(Settings(activations="80GB")).advice.stage is None
+    with pytest.raises(TypeError, match="activations must be bytes"):
+        verdict(stage_table(7_500_000_000, 8, gpu_memory="80GB"), "45GB")
 
 
 def test_presets_are_valid_settings():
@@ -141,3 +172,10 @@ def test_comm_table_shows_short_times_in_milliseconds_with_aligned_columns():
     cells = re.findall(r"<td style='([^']*)'>", fast)
     assert len(cells) == 20 and all("padding:3px 10px" in c for c in cells)  # columns never run together
     assert ["left" in c for c in cells[:5]] == [True, False, False, False, False]  # text left, numbers right
+
+
+def test_the_tables_shading_counts_the_activations_as_the_verdict_does():
+    view = compute_view(Settings(activations="45GB"))
+    assert [row.fits for row in view.table.rows] == [False, False, True, True]
+    assert view.verdict.startswith("lowest stage that fits: ZeRO-2")
+    assert [row.fits for row in compute_view(Settings()).table.rows] == [False, True, True, True]

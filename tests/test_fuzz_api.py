@@ -380,7 +380,12 @@ SPECS = {
     ),
     "table.table_of": (
         table.table_of,
-        {"setup": arg(st.just(SETUP)), "held": arg(st.just(HELD)), "unit": arg(st.just("GB"))},
+        {
+            "setup": arg(st.just(SETUP)),
+            "held": arg(st.just(HELD)),
+            "unit": arg(st.just("GB")),
+            "activations": arg(st.sampled_from([0, 10**9, Fraction(45 * 10**9)])),
+        },
     ),
     "table.fit_table": (
         table.fit_table,
@@ -651,13 +656,19 @@ SPECS = {
             "unit": arg(UNIT),
             "dtype": arg(st.just("bf16")),
             "bandwidth": arg(RATE),
+            "activations": arg(st.sampled_from([0, "12GB", "0GB", 10**9, Fraction(45 * 10**9)])),
         },
     ),
     "views.compute_view": (
         views.compute_view,
         {"_settings": arg(st.just(views.Settings()), "settings")},
     ),
-    "views.verdict": (views.verdict, {"_table": arg(st.just(TABLE), "table")}),
+    "views.verdict": (
+        views.verdict,
+        {"_table": arg(st.just(TABLE), "table"), "activations": arg(st.integers(0, 10**11))},
+    ),
+    "views.round3": (views.round3, {"_value": arg(st.floats(1e8, 1e15), "value")}),
+    "views.nearest_step": (views.nearest_step, {"_gpus": arg(GPUS, "gpus")}),
     "views.plot_memory_bars": (views.plot_memory_bars, {"_view": arg(st.just(VIEW), "view")}),
     "views.plot_scaling": (views.plot_scaling, {"_view": arg(st.just(VIEW), "view")}),
     "views.plot_comm": (views.plot_comm, {"_view": arg(st.just(VIEW), "view")}),

@@ -61,6 +61,7 @@ TEXTS = {
     "gpus_text": ["1", "8", "64", "4096", "1000000"],
     "gpu_memory": ["80GB", "80 GiB", "16GB", "1 TB", "1 B", "1e18 B", "0.5 GB", "24gib"],
     "bandwidth": ["100 Gb/s", "25 GB/s", "900GB/s", "1 b/s", "1000 TB/s", "0.001 Gb/s"],
+    "activations": ["0", "0 GB", "12GB", "45 GB", "79GB", "80GB", "1 TB", "512 MiB"],
 }
 CUSTOM = ["2", "0.5", "1/3", "12", "0", "1024", "1e-9", "3/7"]
 VIEWS = ("verdict", "table", "bars", "scaling", "comm_chart", "comm_table", "advice")

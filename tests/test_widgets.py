@@ -63,6 +63,21 @@ def test_bad_input_is_marked_and_views_keep_their_last_good_state():
     assert app.view.settings.gpu_memory == 24 * 2**30
 
 
+def test_typing_activations_updates_the_views_and_bad_text_is_marked_under_the_box():
+    app = Explorer()
+    assert app.activations.value == "0 GB"
+    app.activations.value = "45GB"
+    assert app.view.settings.activations == 45 * 10**9 and app.errors["activations"].value == ""
+    assert "28.125 GB model state + 45 GB activations = 73.125 GB" in app.verdict.value
+    shown_matches_model(app)
+    before = app.verdict.value
+    app.activations.value = "a lot"
+    assert "activations: cannot read 'a lot' as a size" in app.errors["activations"].value
+    assert "last valid settings" in app.status.value and app.verdict.value == before
+    app.activations.value = "0"
+    assert app.errors["activations"].value == "" and app.view.settings == Settings()
+
+
 def test_custom_recipe_controls():
     app = Explorer()
     assert all(box.disabled for box in app.custom.values())
@@ -109,6 +124,7 @@ TEXTS = {
     "gpus_text": ["1", "8", "64", "1000000", "0", "-3", "2.5", "many", "1000001"],
     "gpu_memory": ["80GB", "80 GiB", "16GB", "1 TB", "0GB", "lots", "80"],
     "bandwidth": ["100 Gb/s", "25 GB/s", "900GB/s", "0 Gb/s", "fast"],
+    "activations": ["0", "12GB", "45 GB", "80GB", "lots", "-1GB"],
 }
 
 
@@ -159,7 +175,12 @@ def test_a_page_without_widgets_shows_a_summary_not_the_repr():
 
 def test_each_error_sits_under_its_own_box_in_a_fixed_width():
     app = Explorer()
-    boxes = {"params": app.params_text, "gpu_memory": app.gpu_memory, "bandwidth": app.bandwidth}
+    boxes = {
+        "params": app.params_text,
+        "gpu_memory": app.gpu_memory,
+        "bandwidth": app.bandwidth,
+        "activations": app.activations,
+    }
     for key, box in boxes.items():
         model, training = app.widget.children[1].children
         holder = next(v for v in model.children + training.children if box in getattr(v, "children", ()))

@@ -8,6 +8,7 @@ table, the verdict and the advice all read those same four breakdowns.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -32,7 +33,7 @@ STATIC_NOTE = (
 )
 #: What a page that cannot draw the widgets shows instead of the widget's repr (text/plain).
 SUMMARY = (
-    "The ZeRO explorer: live controls for model size, GPUs, recipe, memory per GPU and link, "
+    "The ZeRO explorer: live controls for model size, GPUs, recipe, memory per GPU, activations and link, "
     "with the table, charts and advice they drive. Its controls need a running Python kernel: "
     "run the notebook (make lab) or serve the dashboard (make voila)."
 )
@@ -49,6 +50,7 @@ class Settings:
     unit: str = "GB"  #: "GB" or "GiB"
     dtype: str = "bf16"  #: dtype the collectives send
     bandwidth: Fraction = field(default=Fraction(100 * 10**9, 8))  #: bytes/s per GPU
+    activations: Fraction = Fraction(0)  #: activation bytes per GPU, the same under every stage (0: none)
     setup: Setup = field(init=False, repr=False, compare=False)  #: params, gpus, recipe, gpu_memory: checked
 
     def __post_init__(self):
@@ -61,6 +63,7 @@ class Settings:
         object.__setattr__(self, "unit", units.unit_name(self.unit))
         communication.dtype_bytes(self.dtype)
         object.__setattr__(self, "bandwidth", units.as_rate("bandwidth", self.bandwidth))
+        object.__setattr__(self, "activations", units.as_bytes("activations", self.activations, zero=True))
 
 
 @dataclass(frozen=True)
@@ -71,25 +74,56 @@ class View:
     table: StageTable  #: per-stage breakdown with fits marked
     verdict: str  #: one sentence: the lowest stage that fits, or why nothing does
     comm: tuple[StepTraffic, ...]  #: one per stage, with the ring factor, at the chosen dtype and bandwidth
-    advice: Advice  #: the article's rules applied to these settings (model state only)
+    advice: Advice  #: the article's rules applied to these settings (model state plus activations)
 
 
-def verdict(table: StageTable) -> str:
-    """ "lowest stage that fits: ZeRO-2 (28.125 GB of 80 GB)", or why nothing fits."""
+def round3(value: float) -> int:
+    """A log-slider position as a parameter count with three significant figures."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= 10**15:
+        raise ValueError(f"value must be a slider position from 1 to 10**15, got {checks.shown(value)}")
+    return int(float(f"{value:.3g}"))
+
+
+def nearest_step(gpus: int) -> int:
+    """The slider stop closest to `gpus` on a log scale (the slider shows position, the text the value)."""
+    gpus = checks.gpus(gpus)
+    return min(GPU_STEPS, key=lambda step: abs(math.log(step) - math.log(gpus)))
+
+
+def verdict(table: StageTable, activations: Fraction = Fraction(0)) -> str:
+    """ "lowest stage that fits: ZeRO-2 (28.125 GB of 80 GB)", or why nothing fits; counting `activations`."""
     checks.instance("table", table, StageTable, "a StageTable with gpu_memory")
     if table.gpu_memory is None:
         raise ValueError("table must have gpu_memory: make it with stage_table(..., gpu_memory=...)")
+    checks.instance(
+        "activations", activations, (int, Fraction), "bytes as an int or Fraction (Settings reads text)"
+    )
+    if isinstance(activations, bool) or activations < 0:
+        raise ValueError(f"activations must be at least 0 bytes, got {checks.shown(activations)}")
+    act, limit = Fraction(activations), table.gpu_memory
     show = lambda b: units.format_bytes(b, table.unit)  # noqa: E731
-    fit = memory.lowest_fitting(tuple(row.held for row in table.rows), table.gpu_memory)
+
+    def needs(held: Fraction) -> str:
+        return (
+            show(held)
+            if act == 0
+            else f"{show(held)} model state + {show(act)} activations = {show(held + act)}"
+        )
+
+    fit = memory.lowest_fitting(tuple(row.held for row in table.rows), limit, act)
     if fit is not None:
         held = table.rows[fit].held.total
-        free = 1 - Fraction(held) / table.gpu_memory
+        free = 1 - (held + act) / limit
         thin = f", only {headroom.percent(free)}% free" if free < headroom.HEADROOM else ""
-        return f"lowest stage that fits: {fit.label} ({show(held)} of {show(table.gpu_memory)}{thin})"
-    fewest = memory.min_gpus(table.params, table.gpu_memory, Stage.ZERO3, table.recipe)
+        return f"lowest stage that fits: {fit.label} ({needs(held)} of {show(limit)}{thin})"
+    fewest = None if act >= limit else memory.min_gpus(table.params, limit - act, Stage.ZERO3, table.recipe)
+    more = (
+        f"ZeRO-3 would fit on {fewest:,} GPUs"
+        if fewest is not None
+        else "no GPU count helps: checkpoint the activations or use a smaller batch (rule 3)"
+    )
     return (
-        f"nothing fits: even ZeRO-3 needs {show(table.rows[-1].held.total)} of {show(table.gpu_memory)} "
-        f"per GPU; ZeRO-3 would fit on {fewest:,} GPUs"
+        f"nothing fits: even ZeRO-3 needs {needs(table.rows[-1].held.total)} of {show(limit)} per GPU; {more}"
     )
 
 
@@ -97,9 +131,10 @@ def compute_view(settings: Settings) -> View:
     """Compute the table, verdict, traffic and advice for `settings`, each stage's memory once."""
     checks.instance("settings", settings, Settings, "an explorer.Settings")
     s, held = settings, memory.per_stage(settings.setup)
-    table = table_of(s.setup, held, s.unit)
+    table = table_of(s.setup, held, s.unit, s.activations)
     comm = tuple(communication.traffic(s.setup, stage, s.dtype, s.bandwidth) for stage in Stage)
-    return View(s, table, verdict(table), comm, choose(s.setup, held, unit=s.unit))
+    advice = choose(s.setup, held, activations=s.activations, unit=s.unit)
+    return View(s, table, verdict(table, s.activations), comm, advice)
 
 
 def plot_memory_bars(view: View) -> str:

@@ -23,7 +23,7 @@ _ERROR = "<div class='zero-error' style='color:#b00020;white-space:normal;line-h
 _WIDTH = "360px"
 _NARROW = "calc(100% - 4px)"  #: on a phone: the column's width less a control's 2 px margins
 #: The text boxes read through `inputs.FIELDS`, by field name, besides the three custom byte counts.
-_TYPED = ("params", "gpus", "gpu_memory", "bandwidth")
+_TYPED = ("params", "gpus", "gpu_memory", "bandwidth", "activations")
 _PICK = "choose a case…"
 
 
@@ -33,18 +33,8 @@ def _label(text: str) -> w.HTML:
     return w.HTML(html, layout=w.Layout(width="110px", min_width="110px"))
 
 
-def _round3(value: float) -> int:
-    """A log-slider position as a parameter count with three significant figures."""
-    return int(float(f"{value:.3g}"))
-
-
-def _nearest_step(gpus: int) -> int:
-    """The slider stop closest to `gpus` on a log scale (the slider shows position, the text the value)."""
-    return min(views.GPU_STEPS, key=lambda step: abs(math.log(step) - math.log(gpus)))
-
-
 class Explorer:
-    """Controls for model, cluster, recipe, memory per GPU, unit, dtype and link; every view follows them."""
+    """Controls for model, cluster, recipe, memory, activations, unit, dtype and link; the views follow."""
 
     def __init__(self, settings: views.Settings = views.Settings()):
         checks.instance("settings", settings, views.Settings, "an views.Settings")
@@ -78,7 +68,7 @@ class Explorer:
             units.format_count_exact(s.params), description="params", continuous_update=False
         )
         self.gpus_slider = w.SelectionSlider(
-            options=views.GPU_STEPS, value=_nearest_step(s.gpus), readout=False, description="GPUs"
+            options=views.GPU_STEPS, value=views.nearest_step(s.gpus), readout=False, description="GPUs"
         )
         self.gpus_text = w.Text(str(s.gpus), description="GPU count", continuous_update=False)
         self.gpu_memory = w.Text(
@@ -88,7 +78,7 @@ class Explorer:
         )
 
     def _make_training_controls(self, s: views.Settings) -> None:
-        """The recipe (with its custom byte counts), unit, dtype sent and link controls, set from `s`."""
+        """The recipe (with its custom byte counts), activations, unit, dtype and link controls, from `s`."""
         custom = s.recipe.name not in recipes.PRESETS
         self.recipe = w.Dropdown(
             options=[*recipes.PRESETS, "custom"],
@@ -99,6 +89,11 @@ class Explorer:
             k: w.Text(str(getattr(s.recipe, k)), description=k.replace("_", " "), continuous_update=False)
             for k in CUSTOM
         }
+        self.activations = w.Text(
+            f"{units.format_number(units.in_unit(s.activations, s.unit), 12)} {s.unit}",
+            description="activations",
+            continuous_update=False,
+        )
         # its label is a separate box: a ToggleButtons' own description sits above its buttons
         self.unit = w.ToggleButtons(options=["GB", "GiB"], value=s.unit, tooltips=["10**9 B", "2**30 B"])
         self.unit.style.button_width = "70px"
@@ -117,6 +112,7 @@ class Explorer:
             self.recipe,
             *self.custom.values(),
             self.gpu_memory,
+            self.activations,
             self.unit,
             self.dtype,
             self.bandwidth,
@@ -162,6 +158,7 @@ class Explorer:
             [
                 self.recipe,
                 *(row(self.custom[k], k) for k in CUSTOM),
+                row(self.activations, "activations"),
                 w.HBox([_label("unit"), self.unit]),
                 self.dtype,
                 row(self.bandwidth, "bandwidth"),
@@ -192,7 +189,7 @@ class Explorer:
         shown = self.view.settings.params if self.view else None
         if shown and abs(math.log10(change["new"]) - math.log10(shown)) < self.params_slider.step:
             return  # the browser only snapped the slider to its grid: keep the exact typed size
-        self.params_text.value = units.format_count(_round3(change["new"]))
+        self.params_text.value = units.format_count(views.round3(change["new"]))
 
     def _slid_gpus(self, change) -> None:
         if not self._syncing:
@@ -219,6 +216,7 @@ class Explorer:
             "gpus": self.gpus_text,
             "gpu_memory": self.gpu_memory,
             "bandwidth": self.bandwidth,
+            "activations": self.activations,
         } | (self.custom if self.recipe.value == "custom" else {})
         errors, got = {}, {}
         for key, control in texts.items():
@@ -241,6 +239,7 @@ class Explorer:
             self.unit.value,
             self.dtype.value,
             got["bandwidth"],
+            got["activations"],
         ), {}
 
     def refresh(self, change=None) -> None:
@@ -294,7 +293,7 @@ class Explorer:
 
     def _sync_sliders(self, settings: views.Settings) -> None:
         """Put the sliders where the typed values are (they show position only; the text is the value)."""
-        if _round3(self.params_slider.value) != settings.params:
+        if views.round3(self.params_slider.value) != settings.params:
             self._set_quietly(self.params_slider, min(max(settings.params, 10**8), 10**15))
-        if self.gpus_slider.value != _nearest_step(settings.gpus):
-            self._set_quietly(self.gpus_slider, _nearest_step(settings.gpus))
+        if self.gpus_slider.value != views.nearest_step(settings.gpus):
+            self._set_quietly(self.gpus_slider, views.nearest_step(settings.gpus))

@@ -147,16 +147,22 @@ def _text_table(title: str, grid: list[list[str]], left: int = 1) -> str:
     return "\n".join([title, *(line.rstrip() for line in lines)])
 
 
-def table_of(setup: Setup, held: tuple[Breakdown, ...], unit: str = "GB") -> StageTable:
-    """The table for a checked `setup` and its `memory.per_stage`, with nothing recomputed."""
+def table_of(
+    setup: Setup, held: tuple[Breakdown, ...], unit: str = "GB", activations: Fraction = Fraction(0)
+) -> StageTable:
+    """The table for a checked `setup` and its `memory.per_stage`, with nothing recomputed; a row fits when
+    its model state plus `activations` (bytes per GPU) fits the GPU."""
     checks.instance("setup", setup, Setup, "an inputs.Setup")
+    checks.instance("activations", activations, (int, Fraction), "bytes as an int or Fraction")
+    if isinstance(activations, bool) or activations < 0:
+        raise ValueError(f"activations must be at least 0 bytes, got {checks.shown(activations)}")
     held, limit = memory.check_per_stage(held), setup.gpu_memory
     rows = tuple(
         Row(
             stage,
             held[stage],
             communication.elements_sent(setup, stage),
-            None if limit is None else memory.fits(held[stage], limit),
+            None if limit is None else memory.fits(held[stage], limit, activations),
         )
         for stage in Stage
     )
