@@ -220,8 +220,8 @@ def stage3(mode: str, gpus: int, rank: int) -> ByHand:
     reuse = zero_setting(mode, "stage3_max_reuse_distance")
     ratio = float(Fraction(whole + gathered, psi))
     steps = (
-        f"Stage 3 cuts every tensor on its own into N = {gpus} flat pieces of ⌈n/N⌉ elements, the last "
-        f"piece padded: {' + '.join(map(str, pieces))} = {mine:,} elements on every rank.",
+        f"Stage 3 cuts every tensor on its own into N = {gpus} flat pieces of ⌈n/N⌉ elements, short pieces "
+        f"padded: {' + '.join(map(str, pieces))} = {mine:,} elements on every rank.",
         f"Rank {rank} holds its bf16 pieces of the weights and gradients, 2 B × {mine:,} = {2 * mine:,} B "
         f"of each, and fp32 master weights and two moments for them, 12 B × {mine:,} = {12 * mine:,} B.",
         "The gradients are reduce-scattered bucket by bucket, every tensor padded to N pieces: "
