@@ -202,6 +202,7 @@ SPECS = {
     "checks.whole": (checks.whole, {"_name": fixed("x"), "_value": arg(st.integers(1, 9), "x")}),
     "checks.amount": (checks.amount, {"_name": fixed("x"), "_value": arg(BYTES, "x")}),
     "checks.exact": (checks.exact, {"_name": fixed("x"), "_value": arg(BYTES, "x")}),
+    "checks.byte_count": (checks.byte_count, {"_name": fixed("x"), "_value": arg(BYTES, "x")}),
     "checks.params": (checks.params, {"_value": arg(PARAMS, "params")}),
     "checks.gpus": (checks.gpus, {"_value": arg(GPUS, "gpus")}),
     "checks.gpus_per_node": (checks.gpus_per_node, {"_value": arg(st.integers(1, 1024), "gpus_per_node")}),

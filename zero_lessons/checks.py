@@ -164,6 +164,15 @@ def amount(
     return _within_digits(name, number, f"a number {need}")
 
 
+def byte_count(name: str, value: object, low: int = 0) -> Fraction:
+    """`value`, bytes already read: an int or Fraction (not a bool) from `low`; else an error naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, Fraction)):
+        raise TypeError(f"{name} must be bytes as an int or Fraction, got {kind(value)}")
+    if value < low:
+        raise ValueError(f"{name} must be at least {low} bytes, got {shown(value)}")
+    return Fraction(value)
+
+
 def params(value: object) -> int:
     """Check a parameter count Ψ."""
     return whole("params", value, high=MAX_PARAMS)

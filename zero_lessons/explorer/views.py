@@ -95,12 +95,7 @@ def verdict(table: StageTable, activations: Fraction = Fraction(0)) -> str:
     checks.instance("table", table, StageTable, "a StageTable with gpu_memory")
     if table.gpu_memory is None:
         raise ValueError("table must have gpu_memory: make it with stage_table(..., gpu_memory=...)")
-    checks.instance(
-        "activations", activations, (int, Fraction), "bytes as an int or Fraction (Settings reads text)"
-    )
-    if isinstance(activations, bool) or activations < 0:
-        raise ValueError(f"activations must be at least 0 bytes, got {checks.shown(activations)}")
-    act, limit = Fraction(activations), table.gpu_memory
+    act, limit = checks.byte_count("activations", activations), table.gpu_memory
     show = lambda b: units.format_bytes(b, table.unit)  # noqa: E731
 
     def needs(held: Fraction) -> str:

@@ -164,11 +164,11 @@ def choose(
     checks.instance("setup", setup, Setup, "an inputs.Setup")
     checks.instance("setup.gpu_memory", setup.gpu_memory, (int, Fraction), "bytes: Setup(..., gpu_memory)")
     act, held, share = (
-        _byte_count("activations", activations),
+        checks.byte_count("activations", activations),
         memory.check_per_stage(held),
         inputs.headroom(headroom),
     )
-    cpu_memory = None if cpu_memory is None else _byte_count("cpu_memory", cpu_memory, 1)
+    cpu_memory = None if cpu_memory is None else checks.byte_count("cpu_memory", cpu_memory, 1)
     gpu_memory = setup.gpu_memory
     show = partial(units.format_bytes, unit=units.unit_name(unit))
     needs, reasons = _per_stage_lines(held, act, gpu_memory, show)
@@ -190,15 +190,6 @@ def choose(
         *(() if act else (NO_ACTIVATIONS,)),
     )
     return Advice(stage, rule, needs, gpu_memory, act, tuple(reasons), warnings=warnings, headroom=share)
-
-
-def _byte_count(name: str, value: object, low: int = 0) -> Fraction:
-    """`value`, bytes already read: an int or Fraction (not a bool) from `low`; else an error naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, Fraction)):
-        raise TypeError(f"{name} must be bytes as an int or Fraction, got {checks.kind(value)}")
-    if value < low:
-        raise ValueError(f"{name} must be at least {low} bytes, got {checks.shown(value)}")
-    return Fraction(value)
 
 
 def _per_stage_lines(

@@ -153,9 +153,7 @@ def table_of(
     """The table for a checked `setup` and its `memory.per_stage`, with nothing recomputed; a row fits when
     its model state plus `activations` (bytes per GPU) fits the GPU."""
     checks.instance("setup", setup, Setup, "an inputs.Setup")
-    checks.instance("activations", activations, (int, Fraction), "bytes as an int or Fraction")
-    if isinstance(activations, bool) or activations < 0:
-        raise ValueError(f"activations must be at least 0 bytes, got {checks.shown(activations)}")
+    activations = checks.byte_count("activations", activations)
     held, limit = memory.check_per_stage(held), setup.gpu_memory
     rows = tuple(
         Row(
