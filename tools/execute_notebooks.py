@@ -75,13 +75,21 @@ def stable_widget_ids(nb: nbformat.NotebookNode, name: str) -> str:
     return nbformat.writes(nb)
 
 
+def cell_timeout() -> int:
+    """Seconds one cell may run: 120, or ZL_CELL_TIMEOUT (1 to 3600) for a loaded machine."""
+    text = os.environ.get("ZL_CELL_TIMEOUT", "120")
+    if not text.isdigit() or not 1 <= int(text) <= 3600:
+        raise SystemExit(f"ZL_CELL_TIMEOUT must be a whole number of seconds from 1 to 3600, got {text!r}")
+    return int(text)
+
+
 def execute(path: pathlib.Path) -> float:
     """Execute one notebook in place and return the seconds it took."""
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     NotebookClient(
         nb,
-        timeout=120,
+        timeout=cell_timeout(),
         kernel_name="python3",
         record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
