@@ -5,11 +5,13 @@ from fractions import Fraction
 import pytest
 
 from zero_lessons import GB
+from zero_lessons.inputs import Setup
 from zero_lessons.planning.activations import (
     GPT2_XL,
     Transformer,
     activation_bytes,
     layer_bytes,
+    least_recomputation,
     zero_paper_estimate,
 )
 from zero_lessons.planning.advice import advise, advise_model
@@ -25,13 +27,86 @@ def test_korthikanti_formula_by_hand():
     m = Transformer(layers=2, hidden=64, heads=4, seq_len=16, micro_batch=3)
     assert layer_bytes(m) == 16 * 3 * 64 * (34 + 5 * 4 * 16 // 64)
     assert activation_bytes(m) == 2 * layer_bytes(m)
-    assert activation_bytes(m, "selective") == 2 * 34 * 16 * 3 * 64
+    assert activation_bytes(m, "selective") == 2 * 34 * 16 * 3 * 64 + 5 * 4 * 16 * 16 * 3
     assert activation_bytes(m, "full") == 2 * 2 * 16 * 3 * 64 + layer_bytes(m)
 
 
-def test_recomputation_only_shrinks_activations():
-    sizes = [activation_bytes(GPT2_XL, r) for r in ("none", "selective", "full")]
+def korthikanti(m: Transformer, recompute: str, attention: str) -> Fraction:
+    """Korthikanti et al.'s eq. 1 and sec. 4-5, written out: what the layers keep, plus one layer rebuilt."""
+    s, b, h, a, n = m.seq_len, m.micro_batch, m.hidden, m.heads, m.layers
+    stored = Fraction(5 * a * s, h) if attention == "unfused" else 0  # the 5·a·s/h of eq. 1: s × s matrices
+    per_layer = s * b * h * (34 + stored)
+    kept = {"none": n * per_layer, "selective": n * s * b * h * 34, "full": n * s * b * h * 2}[recompute]
+    rebuilt = {"none": 0, "selective": per_layer - 34 * s * b * h, "full": per_layer}[recompute]
+    return kept + rebuilt
+
+
+SHAPES = [
+    Transformer(layers=2, hidden=64, heads=4, seq_len=16, micro_batch=3),
+    Transformer(layers=3, hidden=96, heads=8, seq_len=7, micro_batch=1),  # 5·a·s/h not whole
+    GPT2_XL,
+]
+
+
+@pytest.mark.parametrize("attention", ["unfused", "flash"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("m", SHAPES)
+def test_every_recompute_and_attention_against_korthikanti(m, recompute, attention):
+    got = activation_bytes(m, recompute, attention=attention)
+    assert type(got) is int and got == korthikanti(m, recompute, attention)
+    assert layer_bytes(m, attention=attention) == korthikanti(m, "none", attention) / m.layers
+
+
+def test_gpt2_xl_by_attention():
+    shown = {
+        a: [round(activation_bytes(GPT2_XL, r, attention=a) / GB, 3) for r in ("none", "selective", "full")]
+        for a in ("unfused", "flash")
+    }
+    assert shown == {"unfused": [286.890, 89.758, 11.010], "flash": [85.564, 85.564, 6.816]}
+
+
+def test_flash_never_stores_the_scores():
+    for m in SHAPES:
+        flash = [activation_bytes(m, r, attention="flash") for r in ("none", "selective", "full")]
+        assert flash[0] == flash[1] == 34 * m.seq_len * m.micro_batch * m.hidden * m.layers
+        assert (
+            activation_bytes(m, "full", attention="unfused") - flash[2]
+            == 5 * m.heads * m.seq_len**2 * m.micro_batch
+        )
+
+
+@pytest.mark.parametrize("attention", ["unfused", "flash"])
+def test_recomputation_only_shrinks_activations(attention):
+    sizes = [activation_bytes(GPT2_XL, r, attention=attention) for r in ("none", "selective", "full")]
     assert sizes == sorted(sizes, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: activation_bytes(GPT2_XL, attention="fused"), ValueError, "got 'fused'"),
+        (lambda: activation_bytes(GPT2_XL, "full", attention=None), TypeError, "got NoneType None"),
+        (lambda: layer_bytes(GPT2_XL, attention="FLASH"), ValueError, "got 'FLASH'"),
+        (lambda: least_recomputation(GPT2_XL, Setup(GPT2_XL.params, 8, gpu_memory=80 * GB), attention=1),
+         TypeError, "got int 1"),
+        (lambda: advise_model(GPT2_XL, 8, "80GB", attention="sdpa"), ValueError, "got 'sdpa'"),
+    ],
+)  # fmt: skip
+def test_an_unknown_attention_is_one_line_naming_the_choices(call, error, words):
+    with pytest.raises(error) as refused:
+        call()
+    message = str(refused.value)
+    assert message.startswith("attention must be one of unfused, flash") and words in message
+    assert "\n" not in message
+
+
+def test_least_recomputation_under_flash_never_picks_selective():
+    m = Transformer(layers=32, hidden=4096, heads=32, seq_len=4096, micro_batch=1)
+    setup = Setup(m.params, 8, gpu_memory=80 * GB)
+    assert least_recomputation(m, setup)[:2] == ("selective", Stage.ZERO1)
+    recompute, stage, need = least_recomputation(m, setup, attention="flash")
+    assert (recompute, stage) == ("none", Stage.ZERO1)
+    assert need == 4 * m.params + Fraction(12 * m.params, 8) + 34 * 4096 * 4096 * 32  # stage 1: 4Ψ + 12Ψ/N
 
 
 @pytest.mark.parametrize(
@@ -165,3 +240,5 @@ def test_advise_model_uses_the_activation_estimate():
     pick = advise_model(model, 8, "80GB", recompute="selective")
     assert pick.activations == activation_bytes(model, "selective") and pick.stage == Stage.ZERO1
     assert advise_model(model, 8, "80GB").rule == "activations"
+    flash = advise_model(model, 8, "80GB", attention="flash")  # no s × s matrices stored: fits with none
+    assert flash.activations == activation_bytes(model, attention="flash") and flash.stage == Stage.ZERO1

@@ -168,9 +168,9 @@ def test_a_plain_model_from_params(cli):
 
 
 def test_shape_flags_change_the_named_model(cli):
-    out = cli("--model", "gpt2-xl", "--micro-batch", "4", "--selective", "--gpus", "4", "--json")
+    out = cli("--model", "gpt2-xl", "--micro-batch", "4", "--attention", "flash", "--gpus", "4", "--json")
     shape = activations.Transformer(layers=48, hidden=1600, heads=25, seq_len=1024, micro_batch=4)
-    model = transformer_model(shape, selective=True)
+    model = transformer_model(shape, attention="flash")
     assert json.loads(out.stdout) == timeline(model, DeepSpeed(stage=2), 4).to_dict()
 
 
@@ -206,6 +206,7 @@ def test_gib_is_named_gib(cli):
         ("--hidden 4350", "--hidden (4350) must be divisible by heads (32)"),
         ("--params 7B --hidden 4096", "--hidden describes a transformer; it does not combine with --params"),
         ("--params 7B --model 7b", "--model describes a transformer"),
+        ("--params 7B --attention flash", "--attention describes a transformer"),
         ("--layer-activations 1GB", "--layer-activations describes a --params model; add --params"),
         ("--layer-input 0", "--layer-input describes a --params model; add --params"),
         ("--params 10 --layers 20", "--layers must be a whole number from 1 to 10, got 20"),
@@ -231,6 +232,7 @@ def test_a_flag_that_does_not_apply_or_is_out_of_range_is_one_line(cli, args, wo
         ),
         ("--gpus 8 --unit XB", "argument --unit: must be one of B, kB"),
         ("--gpus 8 --framework jax", "argument --framework: invalid choice: 'jax'"),
+        ("--gpus 8 --attention fused", "argument --attention: invalid choice: 'fused'"),
         ("--stage 3", "the following arguments are required: --gpus"),
     ],
 )

@@ -458,6 +458,7 @@ SPECS = {
             "gpus": arg(GPUS),
             "gpu_memory": arg(MEMORY),
             "recompute": arg(st.sampled_from(activations.RECOMPUTE)),
+            "attention": arg(st.sampled_from(activations.ATTENTION)),
         },
     ),
     "activations.Transformer": (
@@ -467,15 +468,26 @@ SPECS = {
             for k in ("layers", "hidden", "heads", "seq_len", "micro_batch", "vocab")
         },
     ),
-    "activations.layer_bytes": (activations.layer_bytes, {"model": arg(MODEL)}),
+    "activations.layer_bytes": (
+        activations.layer_bytes,
+        {"model": arg(MODEL), "attention": arg(st.sampled_from(activations.ATTENTION))},
+    ),
     "activations.activation_bytes": (
         activations.activation_bytes,
-        {"model": arg(MODEL), "recompute": arg(st.just("full"))},
+        {
+            "model": arg(MODEL),
+            "recompute": arg(st.sampled_from(activations.RECOMPUTE)),
+            "attention": arg(st.sampled_from(activations.ATTENTION)),
+        },
     ),
     "activations.zero_paper_estimate": (activations.zero_paper_estimate, {"model": arg(MODEL)}),
     "activations.least_recomputation": (
         activations.least_recomputation,
-        {"model": arg(MODEL), "setup": arg(st.just(SETUP))},
+        {
+            "model": arg(MODEL),
+            "setup": arg(st.just(SETUP)),
+            "attention": arg(st.sampled_from(activations.ATTENTION)),
+        },
     ),
     "offload.rule": (offload.rule, {"stage": arg(STAGE), "offload": arg(st.just("optimizer"))}),
     "offload.plans": (

@@ -2,7 +2,8 @@
 lessons show them (the real measurements are checked against the same predictions in tests/test_lab.py)."""
 
 from zero_lessons import lab
-from zero_lessons.lab import modes, report, runner
+from zero_lessons.lab import modes, predict_deepspeed, report, runner
+from zero_lessons.lab.model import MODEL
 from zero_lessons.lab.results import Measured, Results, Row
 
 
@@ -48,3 +49,50 @@ def test_both_tables_say_what_matched_and_group_thousands():
         assert text.splitlines()[0].endswith("matches the package's prediction")
         assert "24,080" in text and "24080" not in text
     assert "7,200 / 3,120 / 1,200 / 520" in full and "3,010 = 2.000Ψ" in full
+
+
+def test_one_rank_sends_nothing_on_a_wire_when_asked():
+    """With `wire`, both sent columns of a one-rank row read 0 (the paper's (N − 1)/N is 0 there); rows of
+    2 and 4 ranks, and the table without `wire` (lesson 07's), keep their multiples of Ψ."""
+    keys = ("ds_zero0", "ds_zero3")
+    results = _results(keys)
+    wired, plain = report.Brief.of(results, keys, wire=True).grid(), report.Brief.of(results, keys).grid()
+    for line, old in zip(wired, plain, strict=True):
+        if line[1] == "1":
+            assert line[4:6] == [report.NO_WIRE, report.NO_WIRE] and old[4:6] != line[4:6]
+        else:
+            assert line == old
+    assert [line[4] for line in plain if line[1] == "1"] == ["2Ψ", "3Ψ"]
+    assert report.NO_WIRE in report.Brief.of(results, keys, wire=True)._repr_html_()
+
+
+NAMES = ("W0", "b0", "W1", "b1", "W2", "b2")
+STAGE3 = ("ds_zero3", "ds_zero3_short_reuse", "ds_zero3_reuse0", "ds_zero3_no_reuse")
+
+
+def test_the_gather_trace_counts_what_the_predicted_gathers_move():
+    """Each tensor is gathered in the trace as often as the gathers (which the lab's ranks match message by
+    message in tests/test_lab.py) bring it in; every tensor has one forward and one backward use."""
+    for key in STAGE3:
+        rows = report.GatherTrace(key, NAMES).grid()[1:]
+        assert len(rows) == 2 * len(NAMES) and [r[0] for r in rows][::2] == ["1", "2", "3", "4", "5", "6"]
+        gathered = [r[2] for r in rows if r[3] == "gathered"]
+        elements = sum(MODEL.sizes[NAMES.index(name)] for name in gathered)
+        counted = runner.predict(modes.get(key), 4, 0).traffic.elements["all_gather"]
+        padded = sum(4 * predict_deepspeed.shard(MODEL.sizes[NAMES.index(name)], 4) for name in gathered)
+        assert padded == counted and elements <= counted
+
+
+def test_the_gather_trace_of_reuse_distance_0_says_why():
+    """Distance 0 on the lab's knobs (prefetch 500, live limit 1,000): only L2 is reused, because the
+    prefetcher walked past its backward use; L1 and L0 are dropped and prefetched again."""
+    rows = {(r[0], r[2]): r[3:] for r in report.GatherTrace("ds_zero3_reuse0", NAMES).grid()[1:]}
+    assert [key for key, (how, _) in rows.items() if how == "reused"] == [("4", "W2"), ("4", "b2")]
+    assert rows["4", "W2"][1] == "kept after use 3: the prefetcher walked past this use after use 2"
+    assert rows["2", "b1"] == ["gathered", "prefetched after use 1 (room 100)"]  # W1's 900 of 1,000 live
+    assert rows["5", "W1"][1].startswith("dropped after use 2 (next use 310 elements away ≥ distance 0)")
+    default = {(r[0], r[2]): r[3] for r in report.GatherTrace("ds_zero3", NAMES).grid()[1:]}
+    assert {how for (use, _), how in default.items() if int(use) > 3} == {"reused"}
+    none = report.GatherTrace("ds_zero3_no_reuse", NAMES).grid()[1:]
+    assert {r[4].split("; ")[-1] for r in none} == {"gathered as the layer ran"}
+    assert "| use | pass |" in report.GatherTrace("ds_zero3", NAMES)._repr_markdown_()

@@ -369,16 +369,32 @@ def test_more_gpus_do_not_halve_the_peak():
     assert four.peak.total > two.peak.total / 2
 
 
-@pytest.mark.parametrize(
-    "selective, checkpointing, mode",
-    [(False, False, "none"), (True, False, "selective"), (False, True, "full")],
-)
-def test_activation_peak_matches_korthikanti(selective, checkpointing, mode):
-    model = transformer_model(SHAPE_7B, selective=selective)
+@pytest.mark.parametrize("checkpointing", [False, True])
+@pytest.mark.parametrize("attention", ["unfused", "flash"])
+def test_activation_peak_matches_korthikanti(attention, checkpointing):
+    model = transformer_model(SHAPE_7B, attention=attention)
     t = timeline(model, Paper(0), 8, checkpointing=checkpointing)
-    assert max(phase.bytes_of("activations") for phase in t.phases) == activations.activation_bytes(
-        SHAPE_7B, mode
-    )
+    s, b, h, a, layers = 2048, 1, 4096, 32, 32  # SHAPE_7B, written out
+    one_layer = s * b * h * 34 + (
+        5 * a * s * s * b if attention == "unfused" else 0
+    )  # eq. 1; flash: no s × s
+    expected = layers * 2 * s * b * h + one_layer if checkpointing else layers * one_layer
+    peak = max(phase.bytes_of("activations") for phase in t.phases)
+    mode = "full" if checkpointing else "none"
+    assert peak == expected == activations.activation_bytes(SHAPE_7B, mode, attention=attention)
+
+
+@pytest.mark.parametrize(
+    ("attention", "error", "words"),
+    [
+        ("fused", ValueError, "attention must be one of unfused, flash, got 'fused'"),
+        (True, TypeError, "attention must be one of unfused, flash, got bool"),
+    ],
+)
+def test_transformer_model_refuses_an_unknown_attention(attention, error, words):
+    with pytest.raises(error) as refused:
+        transformer_model(SHAPE_7B, attention=attention)
+    assert str(refused.value).startswith(words) and "\n" not in str(refused.value)
 
 
 def test_transformer_model_counts():
@@ -563,10 +579,11 @@ LAB_Z3 = DeepSpeed(
 
 def test_the_lab_zero3_trace_at_the_third_relu():
     # At linear 1's forward the prefetcher (budget min(3,600 - 2,080, 1,200)) fetches linear 2's bias to
-    # linear 4's weight in one all-gather; linear 3's wait copies that all-gather out, linear 4's weight with
-    # it. Once linear 1 is released, relu 1 has 3,600 - 3,136 = 464 elements of budget: it fetches linear 4's
-    # bias, walks on into the backward half of the trace, past linear 4 to linear 2 (gathered already, so
-    # free, and now kept: their next use is passed), and fetches linear 1's weight, used last in backward.
+    # linear 4's weight in one all-gather; linear 2's wait on its bias copies that all-gather out, linear 4's
+    # weight with it. Once linear 1 is released, relu 1 has 3,600 - 3,136 = 464 elements of budget: it fetches
+    # linear 4's bias, walks on into the backward half of the trace, past linear 4 to linear 2 (gathered
+    # already, so free, and now kept: their next use is passed), and fetches linear 1's weight, used last in
+    # backward.
     steps, _ = replay(Model("lab MLP", LAB_LAYERS), LAB_Z3)
     relu3 = steps[5]
     assert relu3.ready == ((6, 1024),)

@@ -34,7 +34,7 @@ blocks, temporaries inside an op or a collective, CUDA context (see `planning.st
 #: The transformer's shape flags: each changes one field of the chosen --model.
 SHAPE = ("layers", "hidden", "heads", "seq_len", "micro_batch", "vocab")
 #: Flags that describe a transformer, and so do not combine with --params.
-TRANSFORMER_ONLY = ("model", "hidden", "heads", "seq_len", "micro_batch", "vocab", "selective")
+TRANSFORMER_ONLY = ("model", "hidden", "heads", "seq_len", "micro_batch", "vocab", "attention")
 #: Flags that describe a --params model only.
 PLAIN_ONLY = ("layer_activations", "layer_input")
 
@@ -112,6 +112,7 @@ def add(parser) -> None:
 
 def add_model(group) -> None:
     """The model flags: a named transformer and its shape, or a plain model from --params."""
+    from ..planning.activations import ATTENTION
     from ..planning.step_choices import MODEL_ABOUT, MODELS
 
     about = "; ".join(f"{name}: {text}" for name, text in MODEL_ABOUT.items())
@@ -120,9 +121,9 @@ def add_model(group) -> None:
         kind = reader(lambda text, n=name: _whole(text, n), name)
         group.add_argument(flag(name), type=kind, metavar="N", help=what)
     group.add_argument(
-        "--selective",
-        action="store_true",
-        help="save no attention scores (selective recompute, FlashAttention)",
+        "--attention",
+        choices=list(ATTENTION),
+        help="unfused (default) saves each layer's s × s attention scores; flash (FlashAttention) saves none",
     )
     group.add_argument(
         "--params", type=field_reader("params"), help="instead of a transformer: Ψ in --layers equal layers"
@@ -211,7 +212,7 @@ def model_of(args):
         shape = type(base)(**fields)
     except (ValueError, TypeError) as err:
         raise type(err)(renamed(str(err), list(SHAPE), flag)) from None
-    return step.transformer_model(shape, selective=args.selective)
+    return step.transformer_model(shape, attention=args.attention or "unfused")
 
 
 def plain_model(params: int, layers: int, saved: int, kept: int):

@@ -6,8 +6,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from html import escape
 
-from .. import communication, memory
-from . import modes
+from .. import communication, memory, tables
+from ..planning import ds_traffic
+from . import modes, predict_deepspeed
 from .model import MODEL
 from .results import FIELDS, Results, Row
 
@@ -84,20 +85,26 @@ def _groups(rows: Iterable[Row]) -> dict[tuple[str, int], list[Row]]:
     return groups
 
 
-def brief_cells(rows: Iterable[Row]) -> list[list[str]]:
-    """The short table: per setting and N, model-state bytes and elements sent, paper beside measured."""
+NO_WIRE = "0: no wire"  #: what a one-rank row sends, shown when only traffic between ranks counts
+
+
+def brief_cells(rows: Iterable[Row], wire: bool = False) -> list[list[str]]:
+    """The short table: per setting and N, model-state bytes and elements sent, paper beside measured.
+    With `wire`, a one-rank row sends 0 in both columns: nothing crosses a wire, whatever is called."""
     out = []
     for (mode, gpus), ranks in _groups(rows).items():
         setting = modes.get(mode)
         paper_sent = communication.multiple_of_psi(communication.collectives(setting.stage))
+        measured = ranks[0].measured.traffic.paper_elements / MODEL.param_count
+        alone = wire and communication.ring_factor(gpus) == 0  # (N − 1)/N: one rank sends nothing
+        sent = [NO_WIRE, NO_WIRE] if alone else [f"{paper_sent}Ψ", f"{measured:.2f}Ψ"]
         out.append(
             [
                 setting.name,
                 str(gpus),
                 f"{float(memory.per_gpu(MODEL.param_count, gpus, setting.stage, setting.recipe).total):,g}",
                 held_range(ranks),
-                f"{paper_sent}Ψ",
-                f"{ranks[0].measured.traffic.paper_elements / MODEL.param_count:.2f}Ψ",
+                *sent,
                 "yes" if all(r.matches for r in ranks) else "NO",
             ]
         )
@@ -158,18 +165,95 @@ class Brief:
     measured; ranks that differ show as a range."""
 
     results: Results  #: one row per framework, world size and rank
+    wire: bool = False  #: count only what crosses a wire, so one rank sends 0 (else the calls, as run)
 
     @classmethod
-    def of(cls, results: Results, keys: Iterable[str]) -> Brief:
+    def of(cls, results: Results, keys: Iterable[str], wire: bool = False) -> Brief:
         """The short table for just these modes, in the lab's order."""
-        return cls(results.of(keys))
+        return cls(results.of(keys), wire)
+
+    def grid(self) -> list[list[str]]:
+        """The short table's cells, one line per setting and N."""
+        return brief_cells(self.results, self.wire)
 
     def __repr__(self) -> str:
-        grid = [list(BRIEF_HEAD), *brief_cells(self.results)]
+        grid = [list(BRIEF_HEAD), *self.grid()]
         widths = [max(len(line[i]) for line in grid) for i in range(len(BRIEF_HEAD))]
         return "\n".join(
             "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in grid
         )
 
     def _repr_html_(self) -> str:
-        return to_html(self.results, BRIEF_HEAD, brief_cells)
+        return to_html(self.results, BRIEF_HEAD, lambda _: self.grid())
+
+
+TRACE_HEAD = ("use", "pass", "tensor", "gathered or reused", "why")
+
+
+def _after(visits, step: int) -> str:
+    """Where a prefetch at `step` happened, in layer uses: "before use 1" or "after use k"."""
+    done = sum(1 for v in visits[: step + 1] if v.used)
+    return "before use 1" if done == 0 else f"after use {done}"
+
+
+def _why(visits, sizes, reuse: int, v, index: int) -> tuple[str, str]:
+    """Whether tensor `index` was gathered or reused for its use in visit `v`, and why."""
+    before = [w for w in visits[: v.step] if index in w.used]
+    last = before[-1].step if before else -1
+    since = [w for w in visits[last + 1 : v.step] if index in w.prefetched]
+    away = sum(sizes[i] for w in visits[last + 1 : v.step] for i in w.used)
+    use = _after(visits, last)
+    if index in v.on_demand:
+        how = "gathered as the layer ran"
+    elif since:
+        how = f"prefetched {_after(visits, since[-1].step)} (room {since[-1].room:,})"
+    elif index in before[-1].passed:
+        walked = next(w for w in visits if (index, v.step) in w.looked)
+        return "reused", f"kept {use}: the prefetcher walked past this use {_after(visits, walked.step)}"
+    else:
+        return "reused", f"kept {use}: next use {away:,} elements away < distance {reuse:,}"
+    if not before:
+        return "gathered", how
+    return "gathered", f"dropped {use} (next use {away:,} elements away ≥ distance {reuse:,}); {how}"
+
+
+def trace_cells(key: str, names: list[str], model=MODEL) -> list[list[str]]:
+    """A stage 3 mode's steady-state step, one line per tensor and layer use: gathered or reused, and why."""
+    mode = modes.get(key)
+    reuse = predict_deepspeed.setting(mode, "stage3_max_reuse_distance")
+    visits = ds_traffic.stage3_walk(
+        model.layers,
+        predict_deepspeed.setting(mode, "stage3_prefetch_bucket_size"),
+        predict_deepspeed.setting(mode, "stage3_max_live_parameters"),
+        reuse,
+    )
+    uses = [v for v in visits if v.used]
+    return [
+        [
+            str(n),
+            "forward" if n <= len(model.layers) else "backward",
+            names[i],
+            *_why(visits, model.sizes, reuse, v, i),
+        ]
+        for n, v in enumerate(uses, start=1)
+        for i in v.used
+    ]
+
+
+@dataclass(frozen=True, repr=False)
+class GatherTrace:
+    """Stage 3's gathers in one steady-state step, use by use, by the rules the lab's ranks match."""
+
+    key: str  #: a stage 3 mode, e.g. "ds_zero3_reuse0"
+    names: tuple[str, ...]  #: the tensors' names, in forward order ("W0", "b0", ...)
+
+    def grid(self) -> list[list[str]]:
+        """Header and one line per tensor and layer use."""
+        return [list(TRACE_HEAD), *trace_cells(self.key, list(self.names))]
+
+    def _repr_markdown_(self) -> str:
+        grid = self.grid()
+        return tables.markdown(grid, ["---"] * len(grid[0]))
+
+    def __repr__(self) -> str:
+        return "\n".join("  ".join(line) for line in self.grid())

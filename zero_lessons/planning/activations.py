@@ -2,7 +2,8 @@
 
 Two estimates, both in bytes with 16-bit activations and no tensor or sequence parallelism:
 - Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
-  eq. (1): s·b·h·(34 + 5·a·s/h) per layer, and how recomputation shrinks it.
+  eq. (1): s·b·h·(34 + 5·a·s/h) per layer, and how recomputation shrinks it. The 5·a·s/h term is
+  attention's s × s matrices, stored by unfused attention and never by FlashAttention (`ATTENTION`).
 - The ZeRO paper's rough rule (section 3.2): about 12·h·b·s·L values, 2 bytes each.
 """
 
@@ -40,31 +41,44 @@ class Transformer:
         return 12 * self.layers * self.hidden**2 + self.vocab * self.hidden
 
 
-def layer_bytes(model: Transformer) -> int:
-    """Activation bytes one layer keeps for its backward pass, with no recomputation (Korthikanti eq. 1)."""
+#: How attention runs: "unfused" stores each head's s × s matrices; "flash" (FlashAttention) computes them
+#: in tiles in on-chip memory and never stores them, in the forward pass or the backward.
+ATTENTION = ("unfused", "flash")
+
+
+def layer_bytes(model: Transformer, *, attention: str = "unfused") -> int:
+    """Activation bytes one layer keeps for its backward pass, with no recomputation (Korthikanti eq. 1).
+
+    Unfused: s·b·h·(34 + 5·a·s/h), kept in integers; "flash" keeps the 34·s·b·h alone.
+    """
     checks.instance("model", model, Transformer, "an activations.Transformer")
+    checks.choice("attention", attention, ATTENTION)
     s, b, h, a = model.seq_len, model.micro_batch, model.hidden, model.heads
-    return 34 * s * b * h + 5 * a * s * s * b  # s·b·h·(34 + 5·a·s/h), kept in integers
+    scores = 5 * a * s * s * b if attention == "unfused" else 0
+    return 34 * s * b * h + scores
 
 
-#: Recomputation choices: keep everything, recompute attention scores only, or recompute whole layers.
+#: Recomputation choices: keep everything, recompute attention's s × s matrices only, or whole layers.
 RECOMPUTE = ("none", "selective", "full")
 
 
-def activation_bytes(model: Transformer, recompute: str = "none") -> int:
-    """Peak activation bytes per GPU under a recomputation choice (Korthikanti et al. sec. 4-5).
+def activation_bytes(model: Transformer, recompute: str = "none", *, attention: str = "unfused") -> int:
+    """Peak activation bytes per GPU: what the layers keep plus what one layer rebuilds (Korthikanti et al.).
 
-    "selective" drops the 5·a·s²·b attention-score term, which FlashAttention also never stores;
-    "full" keeps each layer's 2·s·b·h input and rebuilds one layer at a time in the backward pass.
+    "selective" keeps 34·s·b·h per layer and rebuilds one layer's s × s matrices (5·a·s²·b) at a time;
+    "full" keeps each layer's 2·s·b·h input and rebuilds one whole layer at a time (the paper's table
+    counts only what is kept). With attention="flash" no s × s matrix is ever stored, so "selective"
+    keeps and rebuilds the same as "none".
     """
     checks.instance("model", model, Transformer, "an activations.Transformer")
     checks.choice("recompute", recompute, RECOMPUTE)
-    s, b, h = model.seq_len, model.micro_batch, model.hidden
+    one_layer = layer_bytes(model, attention=attention)
+    kept = 34 * model.seq_len * model.micro_batch * model.hidden  # the part selective recomputation keeps
     if recompute == "selective":
-        return model.layers * 34 * s * b * h
+        return model.layers * kept + (one_layer - kept)
     if recompute == "full":
-        return model.layers * 2 * s * b * h + layer_bytes(model)
-    return model.layers * layer_bytes(model)
+        return model.layers * 2 * model.seq_len * model.micro_batch * model.hidden + one_layer
+    return model.layers * one_layer
 
 
 def zero_paper_estimate(model: Transformer) -> int:
@@ -73,13 +87,16 @@ def zero_paper_estimate(model: Transformer) -> int:
     return 2 * 12 * model.hidden * model.micro_batch * model.seq_len * model.layers
 
 
-def least_recomputation(model: Transformer, setup: Setup) -> tuple[str, Stage, Fraction] | None:
+def least_recomputation(
+    model: Transformer, setup: Setup, *, attention: str = "unfused"
+) -> tuple[str, Stage, Fraction] | None:
     """The least recomputation (none, then selective, then full) that lets some stage fit
     `setup.gpu_memory`, the lowest stage that then fits, and the bytes per GPU it needs; None if none does."""
     checks.instance("model", model, Transformer, "an activations.Transformer")
+    checks.choice("attention", attention, ATTENTION)
     held = memory.per_stage(setup)
     for recompute in RECOMPUTE:
-        act = activation_bytes(model, recompute)
+        act = activation_bytes(model, recompute, attention=attention)
         stage = memory.lowest_fitting(held, setup.gpu_memory, act)
         if stage is not None:
             return recompute, stage, held[stage].total + act

@@ -30,7 +30,7 @@ RULES = {
     "partition-optimizer": "Rule 1: the parameters fit but the optimizer state does not, so stage 1 or 2.",
     "partition-parameters": "Rule 2: fully replicated parameters do not fit, so stage 3.",
     "stage-3-or-more-gpus": "Rule 1, one stage further: the parameters fit whole, but stage 1's and 2's "
-    "shards do not on this many GPUs, so stage 3, or add GPUs until stage 2 fits.",
+    "shards leave too little room on this many GPUs, so stage 3, or add GPUs until stage 2 fits.",
     "activations": "Rule 3: model state fits under stage 3 but activations do not, so add activation "
     "checkpointing or use a smaller micro-batch.",
     "offload": "Offload (not a numbered rule): not even stage 3 fits on the GPUs, so offload state to "
@@ -281,8 +281,15 @@ def _offload_warnings(setup: Setup, found, later, cpu: Fraction, per_node: int, 
 
 
 def advise_model(
-    model: Transformer, gpus: int, gpu_memory: units.Size, *, recompute: str = "none", **options
+    model: Transformer,
+    gpus: int,
+    gpu_memory: units.Size,
+    *,
+    recompute: str = "none",
+    attention: str = "unfused",
+    **options,
 ) -> Advice:
     """`advise` for a transformer and its batch: the activations come from `activations.activation_bytes`."""
     checks.instance("model", model, Transformer, "an activations.Transformer")
-    return advise(model.params, gpus, gpu_memory, activations=activation_bytes(model, recompute), **options)
+    act = activation_bytes(model, recompute, attention=attention)
+    return advise(model.params, gpus, gpu_memory, activations=act, **options)

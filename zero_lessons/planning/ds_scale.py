@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import prod
 
-from .. import checks, communication, memory
+from .. import checks, communication, memory, tables
 from ..recipes import MIXED_ADAM
 from ..stages import Stage
 from . import ds_traffic
@@ -190,11 +190,8 @@ class Comparison:
         return [head, *lines]
 
     def _repr_markdown_(self) -> str:
-        head, *lines = self.grid()
-        rule = "|" + "|".join("---" for _ in head) + "|"
-        return "\n".join(
-            ["| " + " | ".join(head) + " |", rule, *("| " + " | ".join(line) + " |" for line in lines)]
-        )
+        grid = self.grid()
+        return tables.markdown(grid, ["---"] * len(grid[0]))
 
     def __repr__(self) -> str:
         return "\n".join("  ".join(line) for line in self.grid())

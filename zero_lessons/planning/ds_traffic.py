@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .. import memory
 
@@ -110,39 +111,72 @@ def trace(modules: Modules) -> list[tuple[int, ...]]:
     return forward + [()] + forward[:0:-1]
 
 
-def _prefetch(queue: deque, live: set, sizes, seen: dict, room: int) -> list[int]:
-    """Pop the uses ahead until `room` elements not yet gathered are found; mark how far it looked."""
-    chosen, numel = [], 0
+def _prefetch(queue: deque, live: set, sizes, seen: dict, room: int) -> tuple[list[int], list[tuple]]:
+    """Pop the uses ahead until `room` elements not yet gathered are found; mark how far it looked.
+    Returns the tensors to gather and the (tensor, step) uses it walked past."""
+    chosen, numel, looked = [], 0, []
     while queue and numel < room:
         index, step = queue.popleft()
+        looked.append((index, step))
         if index not in live and index not in chosen:
             chosen.append(index)
             numel += sizes[index]
         seen[index] = max(seen[index], step)
-    return chosen
+    return chosen, looked
 
 
-def stage3_gathers(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[list[int]]:
-    """The tensor indices each stage 3 all-gather of a steady-state step brings in, in order."""
+@dataclass(frozen=True)
+class Visit:
+    """What stage 3 does around one module of a steady-state step (`trace`'s entry at `step`)."""
+
+    step: int  #: the module's place in `trace`
+    used: tuple[int, ...]  #: tensor indices the module uses (none for a parameter-free module)
+    on_demand: tuple[int, ...]  #: gathered as it runs, because they were not gathered yet
+    prefetched: tuple[int, ...]  #: gathered after it runs, for uses ahead
+    room: int  #: elements it may prefetch: the prefetch bucket, or less to stay under `max_live`
+    looked: tuple[tuple[int, int], ...]  #: (tensor, step) of every use ahead the prefetcher walked past
+    passed: tuple[int, ...]  #: used tensors kept as the prefetcher already walked past their next use
+    released: tuple[int, ...]  #: used tensors freed after it runs
+
+
+def stage3_walk(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[Visit]:
+    """Stage 3's gathers and releases in a steady-state step, module by module, in `trace` order."""
     sizes, order = [n for m in modules for n in m], trace(modules)
     queue = deque((index, step) for step, used in enumerate(order) for index in used)
     seen: dict[int, int] = defaultdict(lambda: -(10**18))  # the latest use the prefetcher looked at
     live: set[int] = set()
-    out: list[list[int]] = []
+    out: list[Visit] = []
     for step, used in enumerate(order):
-        missing = [i for i in used if i not in live]
-        if missing:
-            out.append(missing)
+        missing = tuple(i for i in used if i not in live)
         for _ in [i for i in used if seen[i] < step]:  # this module's uses leave the queue
             index, at = queue.popleft()
             seen[index] = at
         live.update(missing)
         room = min(max_live - sum(sizes[i] for i in live), prefetch) if prefetch > 0 else 0
-        if chosen := _prefetch(queue, live, sizes, seen, room) if room > 0 else []:
-            out.append(chosen)
-            live.update(chosen)
-        live -= _released(order, used, step + 1, seen, sizes, reuse)
+        chosen, looked = _prefetch(queue, live, sizes, seen, room) if room > 0 else ([], [])
+        live.update(chosen)
+        released = _released(order, used, step + 1, seen, sizes, reuse)
+        live -= released
+        passed = tuple(i for i in used if seen[i] > step)
+        out.append(
+            Visit(
+                step,
+                used,
+                missing,
+                tuple(chosen),
+                max(room, 0),
+                tuple(looked),
+                passed,
+                tuple(sorted(released)),
+            )
+        )
     return out
+
+
+def stage3_gathers(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[list[int]]:
+    """The tensor indices each stage 3 all-gather of a steady-state step brings in, in order."""
+    walk = stage3_walk(modules, prefetch, max_live, reuse)
+    return [list(g) for v in walk for g in (v.on_demand, v.prefetched) if g]
 
 
 def _released(order, used, step: int, seen: dict, sizes, reuse: int) -> set[int]:

@@ -15,7 +15,8 @@ _PAPER = {stage: sum(c.multiple for c in communication.collectives(stage)) for s
 #: The ranking in one line, as every answer ends.
 RANKING_LINE = (
     f"Ranking: the ZeRO paper's, lowest stage first (stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per step, "
-    f"stage 3 {_PAPER[Stage.ZERO3]}Ψ); under DeepSpeed's defaults a higher stage costs little or no more."
+    f"stage 3 {_PAPER[Stage.ZERO3]}Ψ); under DeepSpeed's defaults stages 1-3 send about the same, "
+    "1.5x stage 0."
 )
 #: The ranking at length: the paper's, and what DeepSpeed's defaults send instead.
 RANKING = (
@@ -23,6 +24,6 @@ RANKING = (
     f"sends {_PAPER[Stage.ZERO3]}Ψ, so the lowest stage that fits sends least. DeepSpeed's defaults "
     "differ: ZeRO-1/2 send about 3Ψ (a bucketed all-reduce, then the weight all-gather). ZeRO-3 sends "
     "about 2Ψ on lesson 08's small model, where every gathered weight is kept for the backward pass, "
-    "and about 2.9Ψ for a 7.5 B GPT, where most are gathered again. So under DeepSpeed a higher stage "
-    "costs little or no extra traffic."
+    "and about 2.9Ψ for a 7.5 B GPT, where most are gathered again. So under DeepSpeed stages 1, 2 and 3 "
+    "send about the same, half as much again as plain data parallelism (2Ψ)."
 )

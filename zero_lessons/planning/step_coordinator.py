@@ -14,6 +14,7 @@ module to wait on any of its tensors copies every one of them out (`torch.cat` o
 the buffer lives until each of its tensors has been waited on. The root module runs first in both
 passes: it holds no tensors, but the coordinator prefetches from it.
 Tensors of at most `param_persistence_threshold` elements are never partitioned, so never gathered.
+`replay` says what is gathered at each step; `walk` says what the coordinator did there, and why.
 
 Here each layer is one module. Real models nest modules (a block's attention and MLP are fetched
 apart), which makes prefetching finer.
@@ -45,6 +46,22 @@ class Gathered:
     #: (layer, elements) of each tensor prefetched and still only in its all-gather buffer
     waiting: tuple[tuple[int, int], ...] = ()
     kept_tensors: tuple[tuple[int, int], ...] = ()  #: (layer, elements) of each tensor kept
+
+
+@dataclass(frozen=True)
+class Visit:
+    """One step of the trace as the coordinator takes it, in (layer, elements) pairs for tensors."""
+
+    layer: int  #: index of the layer that runs (len(layers): the root module, which holds no tensors)
+    step: int  #: its position in the trace (`trace_order`)
+    fetched: tuple[tuple[int, int], ...]  #: its own tensors not gathered yet, all-gathered now, at use
+    prefetched: tuple[tuple[int, int], ...]  #: what the prefetch walk adds, in trace order, in one all-gather
+    #: elements the walk may add: prefetch_bucket_size, less if max_live_parameters is nearer (≤ 0: no walk)
+    budget: int
+    #: (layer, elements, trace step of that use) of each use the walk passed, already gathered (so free)
+    passed: tuple[tuple[int, int, int], ...]
+    released: tuple[tuple[int, int], ...]  #: tensors freed after the layer ran
+    live: int  #: elements gathered once the prefetch walk is done, before the release
 
 
 @dataclass
@@ -104,12 +121,24 @@ def replay(model: Model, fw: DeepSpeed) -> tuple[tuple[Gathered, ...], Gathered]
     coordinator passes them at no cost and never gathers or releases them, so leaving them out
     changes nothing but the run time.
     """
+    steps, leftover, _ = _run(model, fw)
+    return steps, leftover
+
+
+def walk(model: Model, fw: DeepSpeed) -> tuple[Visit, ...]:
+    """Every step of the trace, root module included, as the coordinator takes it: what it gathers at
+    use, what its prefetch walk adds and passes, and what it releases."""
+    return _run(model, fw)[2]
+
+
+def _run(model: Model, fw: DeepSpeed) -> tuple[tuple[Gathered, ...], Gathered, tuple[Visit, ...]]:
+    """The trace replayed: `replay`'s snapshots, then one `Visit` per step."""
     sizes, owner, ids = _traced(model, fw)
     totals = [layer.params for layer in model.layers] + [0]  # the reuse walk counts every tensor
     order = trace_order(model)
     queue = deque((t, s) for s, i in enumerate(order) for t in ids[i])
     gathered, prefetched, seen, fetches = set(), set(), [_NEVER] * len(sizes), _Fetches()
-    live, steps = 0, []
+    live, steps, visits = 0, [], []
     for s, i in enumerate(order):
         mine = ids[i]
         fetch = [t for t in mine if t not in gathered]
@@ -122,15 +151,19 @@ def replay(model: Model, fw: DeepSpeed) -> tuple[tuple[Gathered, ...], Gathered]
             if queue:
                 t, step = queue.popleft()
                 seen[t] = step
-        ahead = _prefetch(queue, fw, live, sizes, gathered, prefetched, seen)
+        budget = min(fw.max_live_parameters - live, fw.prefetch_bucket_size)
+        ahead, passed = _prefetch(queue, fw, budget, sizes, gathered, prefetched, seen)
         fetches.gather(ahead, sizes)
         live += sum(sizes[t] for t in ahead)
         if i < len(model.layers):
             steps.append(_snapshot(i, mine, gathered, prefetched, sizes, owner, fetches, waiting))
         released = _release(s, order, mine, fw, totals, ids, seen, gathered)
         fetches.copied -= released
+        named = [tuple((owner[t], sizes[t]) for t in group) for group in (fetch, ahead, sorted(released))]
+        passed = tuple((owner[t], sizes[t], step) for t, step in passed)
+        visits.append(Visit(i, s, named[0], named[1], budget, passed, named[2], live))
         live -= sum(sizes[t] for t in released)
-    return tuple(steps), _snapshot(-1, (), gathered, prefetched, sizes, owner, fetches, 0)
+    return tuple(steps), _snapshot(-1, (), gathered, prefetched, sizes, owner, fetches, 0), tuple(visits)
 
 
 def _traced(model: Model, fw: DeepSpeed) -> tuple[list[int], list[int], list[range]]:
@@ -145,11 +178,12 @@ def _traced(model: Model, fw: DeepSpeed) -> tuple[list[int], list[int], list[ran
     return sizes, owner, ids
 
 
-def _prefetch(queue, fw, live, sizes, gathered, prefetched, seen) -> list[int]:
-    """Gather the next tensors of the trace within the prefetch budget; return the tensors it added."""
+def _prefetch(queue, fw, budget, sizes, gathered, prefetched, seen) -> tuple[list, list]:
+    """Gather the next tensors of the trace until `budget` elements are added; return the tensors it added,
+    and the (tensor, step) uses it walked past already gathered."""
     if fw.prefetch_bucket_size == 0:
-        return []
-    budget, added, ahead = min(fw.max_live_parameters - live, fw.prefetch_bucket_size), 0, []
+        return [], []
+    added, ahead, passed = 0, [], []
     while queue and added < budget:
         t, step = queue.popleft()
         seen[t] = max(seen[t], step)
@@ -158,7 +192,9 @@ def _prefetch(queue, fw, live, sizes, gathered, prefetched, seen) -> list[int]:
             prefetched.add(t)
             ahead.append(t)
             added += sizes[t]
-    return ahead
+        else:
+            passed.append((t, step))
+    return ahead, passed
 
 
 def _release(s, order, mine, fw, totals, ids, seen, gathered) -> set:

@@ -81,20 +81,19 @@ def block_tensors(hidden: int) -> tuple[int, ...]:
     return (h, h, 3 * h * h, 3 * h, h * h, h, h, h, 4 * h * h, 4 * h, 4 * h * h, h)
 
 
-def transformer_model(shape: activations.Transformer, *, selective: bool = False) -> Model:
+def transformer_model(shape: activations.Transformer, *, attention: str = "unfused") -> Model:
     """A decoder-only transformer: a tied embedding, then blocks saving what Korthikanti et al. count.
 
-    Each block saves `activations.layer_bytes(shape)` (34·s·b·h + 5·a·s²·b); with `selective` it drops
-    the attention-score term, as selective recomputation and FlashAttention do. Checkpointed, a block
-    keeps only its 2·s·b·h input. Ψ here is `shape.params` plus 13·h per block for biases and norms,
-    which `Transformer.params` rounds away; the final norm and the logits are left out.
+    Each block saves `activations.layer_bytes(shape, attention=attention)`: 34·s·b·h + 5·a·s²·b with
+    "unfused" attention, which stores the s × s matrices; 34·s·b·h with "flash" (FlashAttention), which
+    never does. Checkpointed, a block keeps only its 2·s·b·h input. Ψ here is `shape.params` plus 13·h
+    per block for biases and norms, which `Transformer.params` rounds away; the final norm and the logits
+    are left out.
     """
     if not isinstance(shape, activations.Transformer):
         raise TypeError(f"shape must be an activations.Transformer, got {type(shape).__name__}")
-    if not isinstance(selective, bool):
-        raise TypeError(f"selective must be True or False, got {selective!r}")
+    saved = activations.layer_bytes(shape, attention=attention)
     s, b, h = shape.seq_len, shape.micro_batch, shape.hidden
-    saved = 34 * s * b * h if selective else activations.layer_bytes(shape)
     block = block_tensors(h)
     blocks = tuple(Layer(f"block {i}", block, saved, 2 * s * b * h) for i in range(1, shape.layers + 1))
     return Model(f"GPT {shape.layers}×{h}", (Layer("embedding", (shape.vocab * h,)), *blocks))

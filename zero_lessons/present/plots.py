@@ -12,7 +12,7 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from .. import checks, communication, units
+from .. import checks, communication, memory, units
 from ..inputs import Setup
 from ..recipes import MIXED_ADAM, RecipeLike, get
 from ..stages import STATES, Stage
@@ -90,10 +90,47 @@ def plot_scaling(
     unit: str = "GB",
     max_gpus: int = 1024,
     gpu_memory: Size | None = None,
+    gpus: int | None = None,
 ) -> Figure:
-    """Per-GPU model state against the number of GPUs, log-log, one curve per stage."""
+    """Per-GPU model state against the number of GPUs, log-log, one curve per stage; `gpus` marked if given.
+
+    The mark is the explorer's dotted line at the current count, labelled, with each stage's value there.
+    """
     setup, unit = Setup(params, 1, recipe, gpu_memory), units.unit_name(unit)
-    return draw(figures.scaling(setup, unit, max_gpus))
+    if gpus is not None:
+        gpus = checks.whole("gpus", gpus, high=checks.whole("max_gpus", max_gpus, high=checks.MAX_GPUS))
+    fig = draw(figures.scaling(setup, unit, max_gpus, marker=gpus))
+    if gpus is not None:
+        _mark_gpus(fig.axes[0], Setup(params, gpus, recipe), unit)
+    return fig
+
+
+def _mark_gpus(ax, setup: Setup, unit: str) -> None:
+    """Label the dotted line at `setup.gpus`, and dot each stage's curve there with its exact value."""
+    for stage, held in zip(Stage, memory.per_stage(setup), strict=True):
+        value, colour = units.in_unit(held.total, unit), figures.STAGE_COLOURS[stage.label]
+        ax.plot([setup.gpus], [float(value)], "o", color=colour, ms=5, zorder=3)
+        ax.annotate(
+            units.format_number(value),
+            (setup.gpus, float(value)),
+            xytext=(6, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+            color=colour,
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+        )
+    ax.annotate(
+        f"{setup.gpus:,} GPUs",
+        (setup.gpus, 0.03),
+        xycoords=("data", "axes fraction"),
+        xytext=(3, 0),
+        textcoords="offset points",
+        rotation=90,
+        va="bottom",
+        fontsize=8,
+        color="#666",
+    )
 
 
 def draw(chart: figures.Chart) -> Figure:

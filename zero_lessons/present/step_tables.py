@@ -1,4 +1,5 @@
-"""Memory over one step as tables for a lesson: what a rank holds at one phase, and each setup's peak.
+"""Memory over one step as tables for a lesson: what a rank holds at one phase, each setup's peak, and
+stage 3's prefetch walk step by step.
 
 Both show exact bytes rounded only here, in the unit asked for, and render as Markdown and HTML.
 """
@@ -10,6 +11,9 @@ from fractions import Fraction
 from html import escape
 
 from .. import checks, units
+from ..planning.step_coordinator import Visit, walk
+from ..planning.step_knobs import DeepSpeed
+from ..planning.step_model import Model
 from ..planning.step_parts import KINDS, Phase, Timeline
 
 
@@ -96,7 +100,7 @@ def peak_table(timelines, unit: str = "GB") -> Table:
     head = (
         "setup",
         "N",
-        "checkpointing",
+        "activation checkpointing",
         f"model state before optimizer step {unit}",
         "peak at",
         f"peak {unit}",
@@ -104,3 +108,82 @@ def peak_table(timelines, unit: str = "GB") -> Table:
         f"beyond model state at the peak {unit}",
     )
     return Table(head, tuple(body), (False, True, False, True, False, True, True, True))
+
+
+def walk_table(model: Model, fw: DeepSpeed, steps: int | None = None) -> Table:
+    """Stage 3's first `steps` steps of the trace (all by default), in elements: what each module needs, the
+    room its prefetch walk has, what the walk adds (one all-gather) and passes already gathered, what is then
+    gathered against max_live_parameters, and whether the module's tensors are freed or kept after it runs."""
+    checks.instance("model", model, Model, "a planning Model, e.g. transformer_model(...)")
+    checks.instance("fw", fw, DeepSpeed, "DeepSpeed(stage=3, ...)")
+    visits = walk(model, fw)
+    count = len(visits) if steps is None else checks.whole("steps", steps, high=len(visits))
+    n, body, passed = len(model.layers), [], set()
+    for v in visits[:count]:
+        passed |= {(layer, step) for layer, _, step in v.passed}
+        name = "root module" if v.layer == n else model.layers[v.layer].name
+        uses = dict.fromkeys(
+            f"{'fwd' if step <= n else 'bwd'} {model.layers[i].name}" for i, _, step in v.passed
+        )
+        body.append(
+            (
+                f"{'fwd' if v.step <= n else 'bwd'} {name}",
+                _needs(model, v),
+                _room(fw, v),
+                _tensors(model, v.prefetched),
+                ", ".join(uses) or "—",
+                f"{v.live:,}",
+                _after(model, v, (v.layer, 2 * n + 1 - v.layer) in passed),
+            )
+        )
+    limit = f"gathered (max_live_parameters = {fw.max_live_parameters:,})"
+    head = (
+        "step",
+        "its own tensors",
+        "walk's room",
+        "walk gathers (one all-gather)",
+        "walk passes",
+        limit,
+        "after",
+    )
+    return Table(head, tuple(body), (False, False, False, False, False, True, False))
+
+
+def _tensors(model: Model, tensors) -> str:
+    """(layer, elements) pairs as "linear 4 (32), linear 1 (1,024) = 1,056", each layer once, in order."""
+    sizes: dict[int, list[int]] = {}
+    for layer, elements in tensors:
+        sizes.setdefault(layer, []).append(elements)
+    shown = [f"{model.layers[i].name} ({' + '.join(f'{e:,}' for e in ns)})" for i, ns in sizes.items()]
+    return ", ".join(shown) + (f" = {sum(e for _, e in tensors):,}" if len(tensors) > 1 else "") or "—"
+
+
+def _needs(model: Model, v: Visit) -> str:
+    """The module's own tensors, and whether they had to be all-gathered now."""
+    own = model.layers[v.layer].tensors if v.layer < len(model.layers) else ()
+    if not own:
+        return "none"
+    return f"{_tensors(model, v.fetched)}, gathered now" if v.fetched else "already gathered"
+
+
+def _room(fw: DeepSpeed, v: Visit) -> str:
+    """The walk's budget: prefetch_bucket_size, or what max_live_parameters leaves if that is less."""
+    before = v.live - sum(e for _, e in v.prefetched)
+    if fw.prefetch_bucket_size == 0:
+        return "none: prefetch_bucket_size is 0"
+    if v.budget == fw.prefetch_bucket_size:
+        return f"{v.budget:,} (prefetch_bucket_size)"
+    if v.budget <= 0:
+        return f"none: {before:,} ≥ {fw.max_live_parameters:,}"
+    return f"{fw.max_live_parameters:,} − {before:,} = {v.budget:,}"
+
+
+def _after(model: Model, v: Visit, passed: bool) -> str:
+    """Whether the module's tensors are freed after it runs, or kept, and why."""
+    own = model.layers[v.layer].tensors if v.layer < len(model.layers) else ()
+    if not own:
+        return "—"
+    if v.released:
+        return "freed"
+    backward = v.step > len(model.layers)
+    return "kept: the walk passed its backward use" if passed and not backward else "kept: reused soon"
