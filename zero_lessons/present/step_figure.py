@@ -38,7 +38,7 @@ WIDTH, PANEL_HEIGHT = 7.84, 1.9
 #: Legend entries per column, under the column's heading, and the inches each row takes.
 LEGEND_DEPTH, LEGEND_ROW = 3, 0.13
 #: The legend's groups, one heading each: the paper's model state, the step's buffers, the marks.
-LEGEND_GROUPS = ("model state (bars)", "buffers within the step (bars)", "marks")
+LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", "marks")
 
 
 def short_name(phase: str) -> str:
