@@ -214,14 +214,14 @@ def _rule(setup: Setup, stage: Stage, act: Fraction, share: Fraction, show, reas
     if whole > room.budget(setup.gpu_memory, share):
         kept = f" with {room.percent(share)}% of it left free" if share else ""
         reasons.append(
-            f"whole weights plus activations need {show(whole)}, more than a card holds{kept}: "
+            f"whole 16-bit weights (2Ψ) plus activations need {show(whole)}, more than a card holds{kept}: "
             f"only stage 3 splits them"
         )
         return "partition-parameters"
     enough = room.fewest(setup, Stage.ZERO2, act, share)
     more = f"; stage 2 would fit on {enough:,} GPUs{room.leaving(share)}" if enough else ""
     reasons.append(
-        f"whole weights plus activations ({show(whole)}) would fit, but not with stage 2's "
+        f"whole 16-bit weights (2Ψ) plus activations ({show(whole)}) would fit, but not with stage 2's "
         f"gradient and optimizer shards on {setup.gpus} GPUs{more}"
     )
     return "stage-3-or-more-gpus"

@@ -15,8 +15,8 @@ _PAPER = {stage: sum(c.multiple for c in communication.collectives(stage)) for s
 #: The ranking in one line, as every answer ends.
 RANKING_LINE = (
     f"Ranking: the ZeRO paper's, lowest stage first (stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per step, "
-    f"stage 3 {_PAPER[Stage.ZERO3]}Ψ); under DeepSpeed's defaults stages 1-3 send about the same, "
-    "1.5x stage 0."
+    f"stage 3 {_PAPER[Stage.ZERO3]}Ψ); under DeepSpeed's defaults stages 1-3 each send 2Ψ to 3Ψ, "
+    "up to 1.5x stage 0."
 )
 #: The ranking at length: the paper's, and what DeepSpeed's defaults send instead.
 RANKING = (
@@ -25,5 +25,6 @@ RANKING = (
     "differ: ZeRO-1/2 send about 3Ψ (a bucketed all-reduce, then the weight all-gather). ZeRO-3 sends "
     "about 2Ψ on lesson 08's small model, where every gathered weight is kept for the backward pass, "
     "and about 2.9Ψ for a 7.5 B GPT, where most are gathered again. So under DeepSpeed stages 1, 2 and 3 "
-    "send about the same, half as much again as plain data parallelism (2Ψ)."
+    "each send between 2Ψ and 3Ψ elements per GPU per step: up to half as much again as plain data "
+    "parallelism's 2Ψ, and stage 3 no more than stages 1 and 2."
 )
