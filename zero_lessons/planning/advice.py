@@ -221,7 +221,7 @@ def _rule(setup: Setup, stage: Stage, act: Fraction, share: Fraction, show, reas
     enough = room.fewest(setup, Stage.ZERO2, act, share)
     more = f"; stage 2 would fit on {enough:,} GPUs{room.leaving(share)}" if enough else ""
     reasons.append(
-        f"whole 16-bit weights (2Ψ) plus activations ({show(whole)}) would fit, but not with stage 2's "
+        f"whole 16-bit weights (2Ψ) and activations, {show(whole)} in all, would fit, but not with stage 2's "
         f"gradient and optimizer shards on {setup.gpus} GPUs{more}"
     )
     return "stage-3-or-more-gpus"
