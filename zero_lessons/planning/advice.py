@@ -27,7 +27,8 @@ from .ranking import RANKING, RANKING_LINE
 #: What the advice says for each key of `Advice.rule`, naming the article's rule (1, 2 or 3) where one fires.
 RULES = {
     "replicate": "Everything fits on every GPU: plain data parallelism, no rule needed.",
-    "partition-optimizer": "Rule 1: the parameters fit but the optimizer state does not, so stage 1 or 2.",
+    "partition-optimizer": "Rule 1: the parameters fit, but replicating the optimizer state leaves too "
+    "little room, so stage 1 or 2.",
     "partition-parameters": "Rule 2: fully replicated parameters do not fit, so stage 3.",
     "stage-3-or-more-gpus": "Rule 1, one stage further: the parameters fit whole, but stage 1's and 2's "
     "shards leave too little room on this many GPUs, so stage 3, or add GPUs until stage 2 fits.",
