@@ -122,12 +122,10 @@ def walk_table(model: Model, fw: DeepSpeed, steps: int | None = None) -> Table:
     for v in visits[:count]:
         passed |= {(layer, step) for layer, _, step in v.passed}
         name = "root module" if v.layer == n else model.layers[v.layer].name
-        uses = dict.fromkeys(
-            f"{'fwd' if step <= n else 'bwd'} {model.layers[i].name}" for i, _, step in v.passed
-        )
+        uses = dict.fromkeys(f"{_pass(step, n)} {model.layers[i].name}" for i, _, step in v.passed)
         body.append(
             (
-                f"{'fwd' if v.step <= n else 'bwd'} {name}",
+                f"{_pass(v.step, n)} {name}",
                 _needs(model, v),
                 _room(fw, v),
                 _tensors(model, v.prefetched),
@@ -147,6 +145,11 @@ def walk_table(model: Model, fw: DeepSpeed, steps: int | None = None) -> Table:
         "after",
     )
     return Table(head, tuple(body), (False, False, False, False, False, True, False))
+
+
+def _pass(step: int, layers: int) -> str:
+    """Which pass a trace step belongs to: "fwd" for the root module and the layers, then "bwd"."""
+    return "fwd" if step <= layers else "bwd"
 
 
 def _tensors(model: Model, tensors) -> str:
@@ -185,5 +188,5 @@ def _after(model: Model, v: Visit, passed: bool) -> str:
         return "—"
     if v.released:
         return "freed"
-    backward = v.step > len(model.layers)
-    return "kept: the walk passed its backward use" if passed and not backward else "kept: reused soon"
+    forward = _pass(v.step, len(model.layers)) == "fwd"
+    return "kept: the walk passed its backward use" if passed and forward else "kept: reused soon"
