@@ -28,15 +28,15 @@ def test_offload_only_when_nothing_else_fits():
 
 
 def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
-    """Issue 14's case: 70B on 8 x 24 GB with 1 TB of host memory per node. The paper's count puts 14 bytes
+    """Issue 14's case: 70B on 8 x 24 GB with 1 TB of host memory per node. The package's count puts 14 bytes
     per parameter on the host (980 GB: it fits); DeepSpeed's own estimator counts 18 (an fp32 gradient copy
     too) times its buffer factor 1.5, 1,890 GB: it does not. The advisor recommends nothing, and says why."""
     pick = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB")
     assert (pick.stage, pick.offload, pick.rule) == (None, "none", "does-not-fit")
     (why,) = [r for r in pick.reasons if r.startswith("ZeRO-3 with optimizer+parameters offload")]
-    assert "980 GB by the paper's count" in why and "1890 GB by DeepSpeed's estimator" in why
+    assert "980 GB by the package's count" in why and "1890 GB by DeepSpeed's estimator" in why
     assert "DeepSpeed's accounting does not fit" in why and "fp32 copy of the gradients" in why
-    assert "27 bytes per parameter across the hosts, where the paper counts 14" in why
+    assert "27 bytes per parameter across the hosts, where the package counts 14" in why
     estimate = ds_estimator.zero3(70 * 10**9, 0, 8, cpu_offload=True, cpu_offload_params=True)
     assert estimate.cpu_bytes == 1890 * GB
     assert (
@@ -50,7 +50,7 @@ def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
 def test_the_offload_order_is_stated_once_and_both_counts_are_checked():
     setup = Setup(70 * 10**9, 8, gpu_memory="24GB")
     assert [(p.stage, p.offload) for p in offload.plans(setup, 0, 8)] == list(offload.ORDER)
-    assert offload.least(setup, 0, 10**12, 8).offload == "optimizer+parameters"  # by the paper's count
+    assert offload.least(setup, 0, 10**12, 8).offload == "optimizer+parameters"  # by the package's count
     assert offload.deepspeed_host(setup, 3, "optimizer+parameters", 8) > 10**12  # DeepSpeed's does not
 
 
@@ -188,14 +188,14 @@ def test_nothing_fits_never_recommends_what_it_just_ruled_out():
 
 
 def test_no_offload_fits_names_the_count_that_refused_it():
-    """980 GB fits 1 TB by the paper's count; DeepSpeed's 1,890 GB does not. At 500 GB neither count fits."""
+    """980 GB fits 1 TB by the package's count; DeepSpeed's 1,890 GB not. At 500 GB neither count fits."""
     one_tb = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB").reasons[-2]
     assert one_tb == (
         "no offload fits: ZeRO-3 with optimizer+parameters offload fits 1000 GB of host memory per node "
-        "by the paper's count only, and the advice asks for both counts"
+        "by the package's count only, and the advice asks for both counts"
     )
     small = advise(70 * 10**9, 8, "24GB", cpu_memory="500GB").reasons[-2]
-    assert small.endswith("needs more than 500 GB of host memory per node, even by the paper's count")
+    assert small.endswith("needs more than 500 GB of host memory per node, even by the package's count")
 
 
 def test_gpu_counts_in_the_reasons_are_where_the_advice_itself_picks_stage_2():

@@ -4,7 +4,7 @@ A choice "fits" when its model state plus activations leave `headroom` of each G
 otherwise; `headroom.py` says why, and headroom=0 gives the article's bare rule). The advice ranks stages
 the ZeRO paper's way (lower stages communicate less) and says so in one line of every text answer;
 `RANKING` says at length what changes under DeepSpeed's defaults. Offload is checked twice on the host
-(`host_check`): by the paper's count, and by DeepSpeed's own estimator, which counts more.
+(`host_check`): by the package's count, and by DeepSpeed's own estimator, which counts more.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ RULES = {
     "partition-optimizer": "Rule 1: the parameters fit, but replicating the optimizer state leaves too "
     "little room, so stage 1 or 2.",
     "partition-parameters": "Rule 2: fully replicated parameters do not fit, so stage 3.",
-    "stage-3-or-more-gpus": "Rule 1, one stage further: the parameters fit whole, but stage 1's and 2's "
-    "shards leave too little room on this many GPUs, so stage 3, or add GPUs until stage 2 fits.",
+    "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but on this many GPUs their shards leave too "
+    "little room, so stage 3 (not Rule 2: the whole parameters fit), or add GPUs until stage 2 fits.",
     "activations": "Rule 3: model state fits under stage 3 but activations do not, so add activation "
     "checkpointing or use a smaller micro-batch.",
     "offload": "Offload (not a numbered rule): not even stage 3 fits on the GPUs, so offload state to "

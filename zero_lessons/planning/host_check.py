@@ -1,4 +1,4 @@
-"""Offload plans checked on the host by both counts: the paper's, and DeepSpeed's estimator.
+"""Offload plans checked on the host by both counts: the package's, and DeepSpeed's estimator.
 
 DeepSpeed's ZeRO-3 host figure depends on whether the training script builds the model inside
 `deepspeed.zero.Init`. That is a line of code, not a config key, so no emitted config can switch it
@@ -60,7 +60,7 @@ def least_offload(
 
 
 def fits_both(setup: Setup, plan: offload.Plan, host: Fraction, per_node: int) -> bool:
-    """Whether `plan` fits `host` bytes per node by both counts, the paper's and DeepSpeed's estimator."""
+    """Whether `plan` fits `host` bytes per node by both counts, the package's and DeepSpeed's estimator."""
     ds_host = offload.deepspeed_host(setup, plan.stage, plan.offload, per_node)
     return max(plan.host, ds_host) <= host
 
@@ -73,31 +73,31 @@ def _none_fits_host(
     if not paper:
         return (
             f"no offload fits: each one that fits the GPU needs more than {show(host)} of host memory per "
-            "node, even by the paper's count"
+            "node, even by the package's count"
         )
     return (
         f"no offload fits: {paper[0].stage.label} with {paper[0].offload} offload fits {show(host)} of host "
-        "memory per node by the paper's count only, and the advice asks for both counts"
+        "memory per node by the package's count only, and the advice asks for both counts"
     )
 
 
 def host_reason(
     setup: Setup, plan: offload.Plan, ds_host: int, host: Fraction, per_node: int, show: Show
 ) -> str:
-    """One offload choice's GPU and host memory, by the paper's count and by DeepSpeed's estimator."""
+    """One offload choice's GPU and host memory, by the package's count and by DeepSpeed's estimator."""
     init = " with zero.Init" if plan.stage is Stage.ZERO3 else ""
     head = (
         f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU; host memory per node "
-        f"{show(plan.host)} by the paper's count and {show(ds_host)} by DeepSpeed's estimator{init}, "
+        f"{show(plan.host)} by the package's count and {show(ds_host)} by DeepSpeed's estimator{init}, "
         f"of {show(host)}"
     )
     if ds_host <= host:
-        return head + (": fits" if plan.host <= host else ": the paper's count does not fit")
+        return head + (": fits" if plan.host <= host else ": the package's count does not fit")
     nodes = offload.node_count(setup.gpus, per_node)
     ours, theirs = (units.format_number(Fraction(b * nodes, setup.params), 2) for b in (plan.host, ds_host))
     return (
         f"{head}: DeepSpeed's accounting does not fit, because {offload.DEEPSPEED_HOST[plan.stage]} "
-        f"({theirs} bytes per parameter across the hosts, where the paper counts {ours})"
+        f"({theirs} bytes per parameter across the hosts, where the package counts {ours})"
     )
 
 

@@ -40,12 +40,12 @@ MAX_IN_CPU = 10**9
 #: Offload choices in the order a planner tries them, least first: (stage, what is offloaded).
 ORDER = ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "optimizer+parameters"))
 
-#: Why DeepSpeed's host estimate exceeds the paper's count, by the stage of the offload.
+#: Why DeepSpeed's host estimate exceeds the package's count, by the stage of the offload.
 DEEPSPEED_HOST = {
     Stage.ZERO2: "DeepSpeed's ZeRO-2 offload estimate grows with the cluster: max(4 × GPUs, 16) bytes per "
     "parameter on every node, times a buffer factor of 1.5",
     Stage.ZERO3: "DeepSpeed also keeps an fp32 copy of the gradients on the host (4 bytes per parameter the "
-    "paper leaves out) and multiplies by a buffer factor of 1.5",
+    "package leaves out) and multiplies by a buffer factor of 1.5",
 }
 
 
@@ -155,10 +155,11 @@ def capacity(
     target: str = "cpu",
 ) -> dict[str, Fraction]:
     """Bytes needed per GPU, and per node on the host (`target="cpu"`) or on NVMe (`target="nvme"`), by the
-    paper's count.
+    package's count (the ZeRO paper's bytes per state; the ZeRO-Offload paper keeps the 16-bit gradients
+    on the host instead).
 
     NVMe needs stage 3. With it, DeepSpeed still keeps up to MAX_IN_CPU offloaded weights per GPU in host
-    memory, so those count on the host. Left out, as the paper's count leaves them out: the fp32 gradient
+    memory, so those count on the host. Left out, as the package's count leaves them out: the fp32 gradient
     shard DeepSpeed's code writes to the drive (NVME_GRAD_BYTES per element, the bytes `link_bytes` moves),
     and its 16-bit gradient buffer and pinned staging buffers in host memory.
     """
@@ -178,7 +179,7 @@ def capacity(
 
 @dataclass(frozen=True)
 class Plan:
-    """An offload choice and what it costs, by the paper's count."""
+    """An offload choice and what it costs, by the package's count."""
 
     stage: Stage  #: the stage it runs under
     offload: str  #: "optimizer" or "optimizer+parameters"
@@ -187,7 +188,7 @@ class Plan:
 
 
 def plans(setup: Setup, activations: Fraction, gpus_per_node: int) -> tuple[Plan, ...]:
-    """Every choice in ORDER, least first, with its GPU and host bytes (the paper's count)."""
+    """Every choice in ORDER, least first, with its GPU and host bytes (the package's count)."""
     checks.instance("setup", setup, Setup, "an inputs.Setup")
     checks.instance("activations", activations, (int, Fraction), "bytes as an int or Fraction")
     sharing = min(checks.gpus_per_node(gpus_per_node), setup.gpus)

@@ -19,12 +19,12 @@ PROMPT = (
     "Full recomputation leaves {act} of activations per GPU. Offload is considered in this order: ZeRO-2 "
     "with the optimizer offloaded, ZeRO-3 with the optimizer offloaded, ZeRO-3 with optimizer and parameters "
     "offloaded. Rule: take the first whose GPU part plus activations fits the card and whose host part fits "
-    "by the paper's count, then check the host with DeepSpeed's own estimator (zero_init on, "
+    "by the package's count, then check the host with DeepSpeed's own estimator (zero_init on, "
     "additional_buffer_factor 1.5)."
 )
 WORKING = (
     "ZeRO-3 without offload needs {state3} + {act} per GPU: more than {card}. {stage} with {what} offload "
-    "keeps {on_gpu} per GPU (activations included) and puts {paper} on the host by the paper's count. "
+    "keeps {on_gpu} per GPU (activations included) and puts {paper} on the host by the package's count. "
     "DeepSpeed's estimator prints "
     '{ds_gib} (as "GB"), which is {ds_gb}: {verdict} the node\'s {host}.{next}'
 )
@@ -65,7 +65,7 @@ SPECS = (
     ),
     Spec(
         "host_gb",
-        "host memory per node by the paper's count, in GB",
+        "host memory per node by the package's count, in GB",
         "each GPU's offloaded shard, times the GPUs that share the node",
         unit="GB",
     ),
@@ -86,14 +86,14 @@ WHY = {
     "more-than-needed": "the optimizer alone is enough here, and parameter offload sends every weight over "
     "PCIe twice more per step",
     "forgot-buffer-factor": "that leaves out DeepSpeed's additional_buffer_factor of 1.5",
-    "paper-count": "that is the paper's count; DeepSpeed counts more bytes per parameter on the host",
-    "paper-count-only": "the paper's count fits, but DeepSpeed's own estimate is larger than the node's "
+    "paper-count": "that is the package's count; DeepSpeed counts more bytes per parameter on the host",
+    "paper-count-only": "the package's count fits, but DeepSpeed's own estimate is larger than the node's "
     "host memory",
 }
 
 
 def plan(psi: int, act: int, card: int, host: int, gpus: int):
-    """The least offload (in `offload.ORDER`) that fits the card and, by the paper's count, the host."""
+    """The least offload (in `offload.ORDER`) that fits the card and, by the package's count, the host."""
     found = offload.least(Setup(psi, gpus, gpu_memory=card), act, host, gpus)
     return None if found is None else (found.stage, found.offload != "optimizer", found.gpu, found.host)
 
