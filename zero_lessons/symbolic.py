@@ -189,7 +189,9 @@ def stage_derivation(stage: StageLike, recipe: RecipeLike) -> Derivation:
         Step(f"substitute {get(recipe).name}", per_gpu_expr(stage, recipe)),
         Step("as N_d → ∞", limit_expr(stage, recipe)),
     )
-    return Derivation(f"{stage.label} ({stage.paper_name}) per-GPU model state", steps)
+    return Derivation(
+        f"{stage.label} ({stage.paper_name}) per-GPU model state", steps, ("step", "bytes per GPU")
+    )
 
 
 def by_stage(title: str, exprs, head: str) -> Derivation:
