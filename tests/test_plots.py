@@ -1,13 +1,17 @@
 """The figures draw what they claim: one bar per stage and state, one curve per stage."""
 
 import re
+from fractions import Fraction
 
 import matplotlib
 import pytest
 
 matplotlib.use("Agg")
 
-from zero_lessons.present import plots
+from zero_lessons import GB, memory, units
+from zero_lessons.inputs import Setup
+from zero_lessons.present import figures, plots
+from zero_lessons.present.table import stage_table
 from zero_lessons.stages import Stage
 
 
@@ -60,3 +64,47 @@ def test_scaling_marks_the_gpu_count_as_the_explorer_does():
 def test_scaling_refuses_a_gpu_count_off_the_chart(gpus, error, message):
     with pytest.raises(error, match=re.escape(message)):
         plots.plot_scaling(7_500_000_000, gpus=gpus)
+
+
+def test_stage_bars_put_activations_on_top_and_mark_the_headroom():
+    params, gpus, act = 7_500_000_000, 8, 1_545_000_000
+    table = stage_table(params, gpus, gpu_memory="32GB")
+    chart = figures.stage_bars(table, activations=act, headroom=Fraction(1, 10))
+    assert list(chart.series) == ["weights", "gradients", "optimizer state", "activations"]
+    held = memory.per_stage(Setup(params, gpus))
+    for i, stage in enumerate(Stage):
+        parts = [held[i].weights, held[i].gradients, held[i].optimizer, act]
+        assert [s[i] for s in chart.series.values()] == [float(p / GB) for p in parts], stage
+        assert chart.labels[i] == units.format_number((held[i].total + act) / GB)
+    assert (chart.line, chart.band) == (32.0, float(32 * Fraction(9, 10)))
+    assert chart.band_label == "keeping 10% free"
+    ax = plots.draw(chart).axes[0]
+    assert len(ax.patches) == 4 * 4 + 1  # four segments per stage, and the shaded headroom
+    assert [p.get_height() for p in ax.patches[12:16]] == pytest.approx([float(Fraction(act) / GB)] * 4)
+    assert [line.get_ydata()[0] for line in ax.lines] == [32.0, 28.8]
+
+
+def test_stage_bars_without_activations_or_headroom_are_unchanged():
+    table = stage_table(7_500_000_000, 8, gpu_memory="32GB")
+    assert figures.stage_bars(table) == figures.stage_bars(table, activations=0, headroom=0)
+    assert figures.stage_bars(table).band is None and "activations" not in figures.stage_bars(table).series
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"activations": -1}, ValueError, "activations must be at least 0 bytes, got -1"),
+        ({"activations": 1.5}, TypeError, "activations must be bytes as an int or Fraction, got float 1.5"),
+        (
+            {"headroom": 1},
+            ValueError,
+            "headroom must be a share of each GPU from 0 to below 1, such as 0.1, got 1",
+        ),
+        ({"headroom": -0.1}, ValueError, "headroom must be a number ≥ 0"),
+        ({"headroom": Fraction(1, 10), "gpu_memory": None}, ValueError, "headroom needs gpu_memory"),
+    ],
+)
+def test_stage_bars_refuse_bad_activations_or_headroom(kwargs, error, message):
+    setup = {"gpu_memory": "32GB", **kwargs}
+    with pytest.raises(error, match=re.escape(message)):
+        plots.plot_stage_bars(7_500_000_000, 8, **setup)

@@ -8,6 +8,7 @@ renders it as a small SVG string that the explorer can redraw on every slider st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from .. import checks, memory, units
 from ..communication import StepTraffic
@@ -61,29 +62,55 @@ class Chart:
     line: float | None = None  #: a horizontal limit, such as the memory per GPU
     line_label: str = ""  #: what the limit is
     marker: float | None = None  #: an x value to mark with a vertical line, such as the current GPU count
+    band: float | None = None  #: a second, lighter limit under `line`, such as the card less its headroom
+    band_label: str = ""  #: what the lighter limit is
 
 
-def stage_bars(table: StageTable) -> Chart:
-    """Per-GPU model state per stage, stacked by state, with the memory per GPU as the limit."""
+def stage_bars(table: StageTable, activations: Fraction | int = 0, headroom: Fraction | int = 0) -> Chart:
+    """Per-GPU model state per stage, stacked by state, activations on top, under the memory per GPU.
+
+    `activations` are bytes per GPU, the same under every stage; `headroom`, a share of each GPU such as
+    Fraction(1, 10), draws the card less that share as a second, lighter limit. Both 0: the chart as before.
+    """
     checks.instance("table", table, StageTable, "a StageTable")
+    act, share = checks.byte_count("activations", activations), _share(headroom)
     unit, limit = table.unit, table.gpu_memory
+    if share and limit is None:
+        raise ValueError(
+            "headroom needs gpu_memory, the card it leaves a share of free; give both or neither"
+        )
     series = {
         STATE_NAMES[s]: tuple(float(units.in_unit(getattr(row.held, s), unit)) for row in table.rows)
         for s in STATES[::-1]
     }
     colours = {STATE_NAMES[s]: STATE_COLOURS[s] for s in STATES}
+    if act:
+        series["activations"] = (float(units.in_unit(act, unit)),) * len(table.rows)
+        colours["activations"] = KIND_COLOURS["activations"]
     return Chart(
         "bars",
         tuple(row.stage.label for row in table.rows),
         series,
         colours,
-        title=f"model state per GPU: {units.format_count(table.params)} on {table.gpus} GPUs, "
-        f"{table.recipe.name}",
+        title=f"{'model state + activations' if act else 'model state'} per GPU: "
+        f"{units.format_count(table.params)} on {table.gpus} GPUs, {table.recipe.name}",
         ylabel=unit,
-        labels=tuple(units.format_number(units.in_unit(row.held.total, unit)) for row in table.rows),
+        labels=tuple(units.format_number(units.in_unit(row.held.total + act, unit)) for row in table.rows),
         line=None if limit is None else float(units.in_unit(limit, unit)),
         line_label="memory per GPU",
+        band=float(units.in_unit(limit * (1 - share), unit)) if share else None,
+        band_label=f"keeping {units.format_number(100 * share, 1)}% free" if share else "",
     )
+
+
+def _share(headroom: object) -> Fraction:
+    """`headroom` as an exact share from 0 to below 1, or an error naming it."""
+    share = checks.amount("headroom", headroom)
+    if share >= 1:
+        raise ValueError(
+            f"headroom must be a share of each GPU from 0 to below 1, such as 0.1, got {checks.shown(share)}"
+        )
+    return share
 
 
 def scaling(setup: Setup, unit: str = "GB", max_gpus: int = 4096, marker: int | None = None) -> Chart:

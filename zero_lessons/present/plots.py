@@ -8,6 +8,7 @@ only here.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
@@ -78,10 +79,21 @@ def _draw_state(ax, gpu: int, gpus: int, left: float, size: float, colour: str, 
 
 
 def plot_stage_bars(
-    params: int, gpus: int, recipe: RecipeLike = MIXED_ADAM, unit: str = "GB", gpu_memory: Size | None = None
+    params: int,
+    gpus: int,
+    recipe: RecipeLike = MIXED_ADAM,
+    unit: str = "GB",
+    gpu_memory: Size | None = None,
+    activations: Fraction | int = 0,
+    headroom: Fraction | int = 0,
 ) -> Figure:
-    """Stacked per-GPU bars, one per stage, with the memory per GPU as a line."""
-    return draw(figures.stage_bars(stage_table(params, gpus, recipe, unit, gpu_memory=gpu_memory)))
+    """Stacked per-GPU bars, one per stage, activations on top if given, the memory per GPU as a line.
+
+    `headroom` (a share, such as Fraction(1, 10)) adds the card less that share as a lighter line and shades
+    the room it keeps free.
+    """
+    table = stage_table(params, gpus, recipe, unit, gpu_memory=gpu_memory)
+    return draw(figures.stage_bars(table, activations, headroom))
 
 
 def plot_scaling(
@@ -138,13 +150,7 @@ def draw(chart: figures.Chart) -> Figure:
     checks.instance("chart", chart, figures.Chart, "a figures.Chart")
     fig, ax = plt.subplots(figsize=(7, 3.6) if chart.kind == "bars" else (7, 4))
     if chart.kind == "bars":
-        bottom = [0.0] * len(chart.x)
-        for name, heights in chart.series.items():
-            ax.bar(chart.x, heights, bottom=bottom, color=chart.colours[name], label=name)
-            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-        labels = chart.labels or [f"{b:.3g}" for b in bottom]
-        for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
-            ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9)
+        _bars(ax, chart)
     else:
         for name, ys in chart.series.items():
             ax.plot(chart.x, ys, label=name, lw=2, color=chart.colours[name])
@@ -158,15 +164,42 @@ def draw(chart: figures.Chart) -> Figure:
             (1, chart.line),
             xycoords=("axes fraction", "data"),
             ha="right",
-            va="top",  # under the line: above it, the data-parallel curve can run close
+            va="top" if chart.band is None else "bottom",  # under it, unless the band's label is there
             color="crimson",
         )
+    if chart.band is not None:
+        _band(ax, chart)
     if chart.marker is not None:
         ax.axvline(chart.marker, color="#999", ls=":")
     ax.set(xlabel=_plain(chart.xlabel), ylabel=_plain(chart.ylabel), title=_plain(chart.title))
     ax.legend(frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     return _done(fig)
+
+
+def _bars(ax, chart: figures.Chart) -> None:
+    """Stack `chart`'s series per category and label each top; with a band, lifted onto a white box."""
+    bottom = [0.0] * len(chart.x)
+    for name, heights in chart.series.items():
+        ax.bar(chart.x, heights, bottom=bottom, color=chart.colours[name], label=name)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    labels = chart.labels or [f"{b:.3g}" for b in bottom]
+    lifted = {}  # without a band, as before; with one, a label can sit on the lines, so it gets a white box
+    if chart.band is not None:
+        box = {"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1}
+        lifted = {"xytext": (0, 3), "textcoords": "offset points", "bbox": box}
+    for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
+        ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
+
+
+def _band(ax, chart: figures.Chart) -> None:
+    """Shade from `chart.band` up to the limit line, dot the band's edge, and label it with its value."""
+    value = f"{units.format_number(chart.band)} {chart.ylabel}"
+    ax.axhspan(chart.band, chart.line, color="crimson", alpha=0.08, lw=0)
+    ax.axhline(chart.band, color="crimson", ls=":", alpha=0.6, label=f"{chart.band_label}: {value}")
+    ax.annotate(
+        value, (1, chart.band), xycoords=("axes fraction", "data"), ha="right", va="top", color="#c77"
+    )
 
 
 def plot_step_times(params: int, gpus: int, links: dict[str, str], dtype: str = "fp16") -> Figure:
