@@ -393,7 +393,14 @@ SPECS = {
         {"gpus": arg(GPUS), "gpu_memory": arg(MEMORY), "recipe": arg(RECIPE)},
     ),
     "figures.gpu_grid": (figures.gpu_grid, {"max_gpus": arg(st.integers(1, 10**6))}),
-    "figures.stage_bars": (figures.stage_bars, {"table": arg(st.just(TABLE))}),
+    "figures.stage_bars": (
+        figures.stage_bars,
+        {
+            "table": arg(st.just(TABLE)),
+            "activations": arg(st.integers(0, 10**12)),
+            "headroom": arg(st.fractions(0, Fraction(9, 10))),
+        },
+    ),
     "figures.scaling": (
         figures.scaling,
         {
