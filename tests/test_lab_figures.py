@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from zero_lessons.lab import predict_deepspeed, predict_torch
+from zero_lessons.lab import modes, predict_deepspeed, predict_torch, report, runner
 from zero_lessons.lab.model import MODEL
-from zero_lessons.present import lab_figures
+from zero_lessons.planning import ds_traffic
+from zero_lessons.present import gather_figure, lab_figures
 
 NAMES = ["W0", "b0", "W1", "b1", "W2", "b2"]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -61,3 +62,56 @@ def test_the_figures_render():
         assert len(fig.axes) == 1 and fig.axes[0].get_title()
         fig.savefig(ARTIFACTS / name, dpi=90)
         assert (ARTIFACTS / name).stat().st_size > 10_000
+
+
+STAGE3 = ("ds_zero3", "ds_zero3_short_reuse", "ds_zero3_reuse0", "ds_zero3_no_reuse")
+
+
+@pytest.mark.parametrize("key", STAGE3)
+def test_the_gather_figure_holds_every_use_and_gathers_as_the_trace_says(key):
+    """Each use falls inside one held stretch; a tensor's stretches are as many as the trace's "gathered"
+    lines and its gathers in the predicted all-gathers, whose elements the lab's ranks match."""
+    knobs = report.stage3_knobs(key)
+    spans = gather_figure.holds(MODEL.layers, *knobs)
+    order = ds_traffic.trace(MODEL.layers)
+    for step, used in enumerate(order):
+        for t in used:
+            assert sum(1 for h in spans if h.tensor == t and h.gathered <= step <= h.released) == 1
+    gathered = [
+        NAMES.index(r[2]) for r in report.GatherTrace(key, tuple(NAMES)).grid()[1:] if r[3] == "gathered"
+    ]
+    flat = [t for g in ds_traffic.stage3_gathers(MODEL.layers, *knobs) for t in g]
+    assert sorted(h.tensor for h in spans) == sorted(gathered) == sorted(flat)
+    moved = sum(4 * predict_deepspeed.shard(MODEL.sizes[h.tensor], 4) for h in spans)
+    expected = runner.predict(modes.get(key), 4, 0).traffic.elements["all_gather"]
+    assert moved == expected
+
+
+def test_the_gather_figure_shows_once_at_the_default_and_twice_without_reuse():
+    twice = {}
+    for key in STAGE3:
+        tensors = [h.tensor for h in gather_figure.holds(MODEL.layers, *report.stage3_knobs(key))]
+        twice[key] = sorted({t for t in tensors if tensors.count(t) == 2})
+    assert twice == {
+        "ds_zero3": [],
+        "ds_zero3_short_reuse": [0, 1],  # L0
+        "ds_zero3_reuse0": [0, 1, 2, 3],  # L0 and L1
+        "ds_zero3_no_reuse": [0, 1, 2, 3, 4, 5],
+    }
+    labels = gather_figure.module_labels(MODEL.layers)
+    assert labels == ["start", "L0", "act", "L1", "act", "L2", "loss", "L2", "act", "L1", "act", "L0"]
+    with pytest.raises(ValueError, match="settings must name 1 or more settings and names 6 tensors"):
+        gather_figure.plot_gathers(MODEL.layers, {}, NAMES)
+    with pytest.raises(ValueError, match="names 6 tensors"):
+        gather_figure.plot_gathers(MODEL.layers, {"x": (500, 1_000, 0)}, NAMES[:5])
+    with pytest.raises(ValueError, match="key must name a stage 3 mode"):
+        report.stage3_knobs("ds_zero2")
+
+
+def test_the_gather_figure_renders():
+    ARTIFACTS.mkdir(exist_ok=True)
+    settings = {key: report.stage3_knobs(key) for key in STAGE3}
+    fig = gather_figure.plot_gathers(MODEL.layers, settings, NAMES)
+    assert len(fig.axes) == len(STAGE3) and all(ax.get_title(loc="left") for ax in fig.axes)
+    fig.savefig(ARTIFACTS / "lab-stage3-gathers.png", dpi=90)
+    assert (ARTIFACTS / "lab-stage3-gathers.png").stat().st_size > 10_000

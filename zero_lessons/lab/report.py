@@ -217,16 +217,21 @@ def _why(visits, sizes, reuse: int, v, index: int) -> tuple[str, str]:
     return "gathered", f"dropped {use} (next use {away:,} elements away ≥ distance {reuse:,}); {how}"
 
 
+def stage3_knobs(key: str) -> tuple[int, int, int]:
+    """A stage 3 mode's prefetch bucket, live-parameter limit and reuse distance, defaults filled in."""
+    mode = modes.get(key)
+    if mode.stage != 3:
+        raise ValueError(f"key must name a stage 3 mode, got {key!r} (stage {int(mode.stage)})")
+    names = ("stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance")
+    prefetch, live, reuse = (predict_deepspeed.setting(mode, name) for name in names)
+    return prefetch, live, reuse
+
+
 def trace_cells(key: str, names: list[str], model=MODEL) -> list[list[str]]:
     """A stage 3 mode's steady-state step, one line per tensor and layer use: gathered or reused, and why."""
-    mode = modes.get(key)
-    reuse = predict_deepspeed.setting(mode, "stage3_max_reuse_distance")
-    visits = ds_traffic.stage3_walk(
-        model.layers,
-        predict_deepspeed.setting(mode, "stage3_prefetch_bucket_size"),
-        predict_deepspeed.setting(mode, "stage3_max_live_parameters"),
-        reuse,
-    )
+    knobs = stage3_knobs(key)
+    reuse = knobs[2]
+    visits = ds_traffic.stage3_walk(model.layers, *knobs)
     uses = [v for v in visits if v.used]
     return [
         [

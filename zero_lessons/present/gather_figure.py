@@ -1,0 +1,103 @@
+"""Stage 3's gathers over one steady-state step, drawn: for each setting, when each tensor is all-gathered,
+how long it stays whole, and when it is released, module by module along `ds_traffic.trace`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from ..planning import ds_traffic
+from .lab_figures import RANK_COLOURS
+
+GATHER = "#c44e52"  #: the colour of an all-gather marker
+HELD = RANK_COLOURS[0]  #: the colour of a tensor held whole
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One stretch in which a tensor is whole on every rank: from the module whose walk (or use) gathered it
+    to the module after which it was released, both places in `ds_traffic.trace`."""
+
+    tensor: int  #: flat tensor index, in forward order
+    gathered: int  #: the module at which it was all-gathered
+    released: int  #: the module after which it was freed
+    ahead: bool  #: gathered by the prefetcher ahead of its use, not as its module ran
+
+
+def holds(modules, prefetch: int, max_live: int, reuse: int) -> list[Hold]:
+    """Every tensor's held stretches in one steady-state step, by `ds_traffic.stage3_walk`'s rules."""
+    start: dict[int, tuple[int, bool]] = {}
+    out = []
+    for v in ds_traffic.stage3_walk(modules, prefetch, max_live, reuse):
+        start |= {i: (v.step, False) for i in v.on_demand} | {i: (v.step, True) for i in v.prefetched}
+        for i in v.released:
+            step, ahead = start.pop(i)
+            out.append(Hold(i, step, v.step, ahead))
+    if start:
+        raise ValueError(f"tensors {sorted(start)} are still gathered at the end of the step")
+    return sorted(out, key=lambda h: (h.tensor, h.gathered))
+
+
+def module_labels(modules) -> list[str]:
+    """A short name for each module of `ds_traffic.trace`: the layer ("L0"), "act" between layers, the model
+    start ("start") and the loss ("loss")."""
+    first = {m[0]: f"L{k}" for k, m in enumerate(_layer_tensors(modules))}
+    order = ds_traffic.trace(modules)
+    middle = len(order) // 2
+    return [
+        first[u[0]] if u else "start" if s == 0 else "loss" if s == middle else "act"
+        for s, u in enumerate(order)
+    ]
+
+
+def _layer_tensors(modules) -> list[tuple[int, ...]]:
+    """Each layer's flat tensor indices."""
+    out, start = [], 0
+    for m in modules:
+        out.append(tuple(range(start, start + len(m))))
+        start += len(m)
+    return out
+
+
+def _panel(ax, spans: list[Hold], names: list[str], labels: list[str]) -> None:
+    """One setting: a row per tensor, a bar per held stretch, a marker per all-gather, the count at right."""
+    rows = len(names)
+    for h in spans:
+        y = rows - 1 - h.tensor
+        ax.barh(y, h.released - h.gathered + 0.8, left=h.gathered - 0.4, height=0.55, color=HELD, alpha=0.75)
+        ax.plot(h.gathered - 0.4, y, marker="v" if h.ahead else "o", color=GATHER, markersize=7)
+    for t in range(rows):
+        count = sum(1 for h in spans if h.tensor == t)
+        ax.text(len(labels) - 0.3, rows - 1 - t, f"gathered {count}×", va="center", fontsize=9)
+    ax.axvline((len(labels) - 1) / 2, color="black", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(rows))
+    ax.set_yticklabels(list(reversed(names)), fontsize=9)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_ylim(-0.6, rows - 0.4)
+
+
+def plot_gathers(modules, settings: dict[str, tuple[int, int, int]], names: list[str]) -> Figure:
+    """One panel per setting (title: prefetch bucket, live limit, reuse distance): each tensor's held
+    stretches along the step's modules, forward then backward, so a tensor gathered twice shows two bars."""
+    tensors = sum(len(m) for m in modules)
+    if not settings or len(names) != tensors:
+        raise ValueError(
+            f"settings must name 1 or more settings and names {tensors} tensors, got {settings!r}, {names!r}"
+        )
+    labels = module_labels(modules)
+    fig, _ = plt.subplots(len(settings), 1, figsize=(10, 0.8 + 1.55 * len(settings)), sharex=True)
+    for ax, (title, knobs) in zip(list(fig.axes), settings.items(), strict=True):
+        _panel(ax, holds(modules, *knobs), names, labels)
+        ax.set_title(title, fontsize=10, loc="left")
+    axes_list = list(fig.axes)
+    axes_list[-1].set_xticks(range(len(labels)))
+    axes_list[-1].set_xticklabels(labels)
+    axes_list[-1].set_xlabel(
+        "the step's modules: forward ← dashed line → backward\n"
+        "▼ all-gathered ahead by the prefetcher   ● gathered as its module ran   bar: whole until released"
+    )
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
