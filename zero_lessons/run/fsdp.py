@@ -43,9 +43,9 @@ class Equivalents:
     def _repr_markdown_(self) -> str:
         head = [
             "ZeRO stage",
-            "DeepSpeed: model state B (bf16)",
+            "DeepSpeed: B after backward (bf16)",
             "PyTorch equivalent",
-            "PyTorch: model state B (fp32)",
+            "PyTorch: B after the step (fp32)",
         ]
         lines = [head, ["---"] * 4, *self.cells()]
         return "\n".join("| " + " | ".join(line) + " |" for line in lines)

@@ -124,12 +124,10 @@ def numbers(key: Key) -> str:
     """The package's numbers for the example at the default and at the tried value, in a few words."""
     psi = transformer_model(SHAPE).params
     if key.path == "gradient_accumulation_steps":
-        one, many = key.default, key.tried
-        return f"per micro-batch, {one} → {many} micro-batches: " + "; ".join(
-            f"stage {stage}, {account} {_psi(sent(stage, one, account) / one)} → "
-            f"{_psi(sent(stage, many, account) / many)}"
-            for stage in (1, 2)
-            for account in ACCOUNTS
+        one, many, account = key.default, key.tried, "DeepSpeed default"
+        return f"sent per micro-batch, {account}: " + "; ".join(
+            f"stage {s} {_psi(sent(s, one, account) / one)} → {_psi(sent(s, many, account) / many)}"
+            for s in (1, 2)
         )
     if key.path in ("bf16.enabled", "fp16.enabled"):
         mixed, fp32 = (memory.per_gpu(psi, GPUS, Stage(2), r).total for r in ("mixed-adam", "fp32-adam"))
@@ -180,7 +178,7 @@ HEAD = (
     "tried",
     "changes",
     "what it does",
-    "numbers (7.5 B GPT, 8 GPUs)",
+    "numbers (7.5 B GPT, 8 GPUs): default → tried",
 )
 
 
@@ -205,11 +203,33 @@ class KeyTable:
             raise ValueError(f"path must be one of {', '.join(k.path for k in self.keys)}, got {path!r}")
         return found[0]
 
+    def settings(self) -> Table:
+        """Where each key starts and what it touches: key, DeepSpeed's default, the advisor's value, tried."""
+        return Table(HEAD[:5], tuple(tuple(row[:5]) for row in self.rows))
+
+    def effects(self) -> Table:
+        """What each key does and the package's numbers at its default → at its tried value."""
+        return Table(("key", "what it does", "default → tried"), tuple((r[0], r[5], r[6]) for r in self.rows))
+
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in [list(HEAD), *self.rows])
 
     def _repr_markdown_(self) -> str:
         return markdown([list(HEAD), *self.rows])
+
+
+@dataclass(frozen=True, repr=False)
+class Table:
+    """Some of the key table's columns, shown as a Markdown table."""
+
+    head: tuple[str, ...]  #: the column names
+    rows: tuple[tuple[str, ...], ...]  #: the cells, one tuple per key
+
+    def __repr__(self) -> str:
+        return "\n".join(" | ".join(row) for row in [self.head, *self.rows])
+
+    def _repr_markdown_(self) -> str:
+        return markdown([list(self.head), *map(list, self.rows)])
 
 
 def markdown(lines: list[list[str]]) -> str:

@@ -23,7 +23,8 @@ class Format:
     exponent_bits: int  #: sets the range
     mantissa_bits: int  #: sets the precision
     largest: float  #: the largest finite value
-    smallest_normal: float  #: the smallest positive normal value
+    smallest_normal: float  #: the smallest positive normal value: full precision down to here
+    smallest_subnormal: float  #: the smallest positive value at all, with one bit of precision left
     epsilon: float  #: the gap between 1 and the next value
 
 
@@ -41,7 +42,7 @@ class Formats:
         """The table as strings, values to 5 significant digits."""
         return [
             [f.name, str(f.exponent_bits), str(f.mantissa_bits)]
-            + [f"{v:.5g}" for v in (f.largest, f.smallest_normal, f.epsilon)]
+            + [f"{v:.5g}" for v in (f.largest, f.smallest_normal, f.smallest_subnormal, f.epsilon)]
             for f in self.rows
         ]
 
@@ -49,7 +50,15 @@ class Formats:
         return "\n".join("  ".join(row) for row in self.cells())
 
     def _repr_markdown_(self) -> str:
-        head = ["format", "exponent bits", "mantissa bits", "largest", "smallest normal", "epsilon"]
+        head = [
+            "format",
+            "exponent bits",
+            "mantissa bits",
+            "largest",
+            "smallest normal",
+            "smallest subnormal",
+        ]
+        head.append("epsilon")
         lines = [head, ["---"] * len(head), *self.cells()]
         return "\n".join("| " + " | ".join(line) + " |" for line in lines)
 
@@ -61,7 +70,8 @@ def formats() -> Formats:
     rows = []
     for name, (exponent, mantissa) in BITS.items():
         info = torch.finfo(getattr(torch, name))
-        rows.append(Format(name, exponent, mantissa, info.max, info.tiny, info.eps))
+        # Below the smallest normal, subnormals drop one bit of precision per halving, down to tiny * eps.
+        rows.append(Format(name, exponent, mantissa, info.max, info.tiny, info.tiny * info.eps, info.eps))
     return Formats(tuple(rows))
 
 

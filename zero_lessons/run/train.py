@@ -71,7 +71,7 @@ def train_step(engine, snapshot: bool = False) -> tuple[float, dict | None]:
     x, target = batch(engine.global_steps, engine.global_rank, engine.train_micro_batch_size_per_gpu())
     dtype = next(engine.module.parameters()).dtype  # bf16 or fp16, as DeepSpeed cast the weights
     loss = torch.nn.functional.mse_loss(engine(x.to(dtype)).float(), target)
-    engine.backward(loss)  # scales the loss under fp16; reduces (or reduce-scatters) the gradients
+    engine.backward(loss)  # scales the loss under fp16; sums the gradients over the ranks
     found = dataclasses.asdict(held(engine)) if snapshot else None  # stages 1 and 2 free gradients in step()
     engine.step()  # AdamW on this rank's part of the fp32 weights, then the bf16 copy is refreshed
     return loss.item(), found
@@ -116,7 +116,8 @@ def round_trip(engine, config: dict, folder: Path) -> int | None:
     checkpoint has no ZeRO shards (DeepSpeed's utility reads stage 1-3 checkpoints only).
     """
     stage = engine.zero_optimization_stage()
-    engine.save_checkpoint(folder, tag="saved")  # every rank writes its own shard
+    engine.save_checkpoint(folder, tag="saved")  # every rank calls it and writes its own shard; the tag
+    # names the subfolder (by default DeepSpeed names it global_step<N> and load_checkpoint reads "latest")
     saved = fp32_weights(engine)
     train_step(engine)
     expected = fp32_weights(engine)
@@ -133,8 +134,11 @@ def round_trip(engine, config: dict, folder: Path) -> int | None:
     dist.barrier()  # every shard is on disk before rank 0 reads them all
     if dist.get_rank() != 0 or stage == 0:
         return None
-    consolidated = get_fp32_state_dict_from_zero_checkpoint(str(folder), tag="saved")
+    consolidated = get_fp32_state_dict_from_zero_checkpoint(str(folder), tag="saved")  # reads every shard
     assert same(consolidated, saved), "the consolidated fp32 state dict differs from the trained weights"
+    plain = build_model(seed=2)  # a plain torch model, no DeepSpeed: the weights now load like any others
+    plain.load_state_dict(consolidated)  # strict: every name and shape must match
+    assert same(dict(plain.named_parameters()), saved), "the plain model did not take the weights"
     return len(consolidated)
 
 

@@ -1,0 +1,57 @@
+"""The example the config-key table's numbers start from, stated once: model, batch, precision, GPUs, knobs.
+
+Every value is read from what `keys` computes with (its shape, its GPU count, the step model's default
+recipe and DeepSpeed's default knobs), so the statement cannot drift from the numbers. No torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .. import units
+from ..planning.step import DeepSpeed, timeline, transformer_model
+from ..recipes import MIXED_ADAM, get
+from .keys import GPUS, SHAPE, markdown
+
+
+def _gb(value) -> str:
+    """Bytes as decimal GB with two decimals."""
+    return f"{float(Fraction(value) / units.GB):.2f} GB"
+
+
+@dataclass(frozen=True, repr=False)
+class Baseline:
+    """The example's settings and its peak per GPU at stages 2 and 3, as a two-column table."""
+
+    def peak(self, stage: int):
+        """The peak phase of one step at `stage` (2 or 3) with every DeepSpeed knob at its default."""
+        if stage not in (2, 3):
+            raise ValueError(f"stage must be 2 or 3, got {stage!r}")
+        return timeline(transformer_model(SHAPE), DeepSpeed(stage=stage), GPUS).peak
+
+    def cells(self) -> list[list[str]]:
+        """The settings, then the two peaks, as strings."""
+        recipe = get(MIXED_ADAM)
+        psi = transformer_model(SHAPE).params
+        overlap = [DeepSpeed(stage=s).overlap_comm for s in (2, 3)]
+        rows = [
+            ["model", f"GPT, {SHAPE.layers} blocks × {SHAPE.hidden:,}, {SHAPE.heads} heads: Ψ = {psi:,}"],
+            ["batch", f"micro-batch {SHAPE.micro_batch} × sequence {SHAPE.seq_len:,} tokens per GPU"],
+            ["activations", "all kept for backward (no activation checkpointing)"],
+            ["GPUs", f"{GPUS}; no card size: the numbers are what one GPU must hold"],
+            ["precision", f"bf16.enabled true: {recipe.weight_bytes} + {recipe.grad_bytes} B of bf16 weights "
+             f"and gradients, {recipe.optimizer_bytes} B of fp32 master weights and AdamW moments"],
+            ["other keys", f"DeepSpeed's defaults; overlap_comm is {overlap[0]} at stage 2, {overlap[1]} at "
+             "stage 3 (its default there)"],
+        ]  # fmt: skip
+        for stage in (2, 3):
+            top = self.peak(stage)
+            rows.append([f"peak per GPU, stage {stage}", f"{_gb(top.total)}, during {top.name}"])
+        return rows
+
+    def __repr__(self) -> str:
+        return "\n".join(" | ".join(row) for row in self.cells())
+
+    def _repr_markdown_(self) -> str:
+        return markdown([["setting", "value"], *self.cells()])
