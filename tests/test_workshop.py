@@ -19,6 +19,7 @@ import pytest
 
 from zero_lessons import GB, GiB, format_bytes, workshop
 from zero_lessons.communication import multiple, volume_elements
+from zero_lessons.inputs import Setup
 from zero_lessons.lab.model import MODEL
 from zero_lessons.memory import min_gpus, per_gpu
 from zero_lessons.planning import ds_estimator, ds_traffic, offload
@@ -32,6 +33,7 @@ from zero_lessons.workshop.lab_link import FIELDS, deepspeed_default, from_lab, 
 from zero_lessons.workshop.measure import FAMILIES, case, compare
 from zero_lessons.workshop.model import TOLERANCE
 from zero_lessons.workshop.sheets import question
+from zero_lessons.workshop.sizing import cluster_costs
 from zero_lessons.workshop.traces import OPTIONS, WHY_RATIO, twins
 from zero_lessons.workshop.worked import tensors
 
@@ -693,3 +695,74 @@ def test_the_2psi_bound_between_a_weights_uses_is_worded_and_reasoned_the_same_w
         # prefetch, no weight is released between its forward and backward use, so each is gathered once
         gathered = [i for g in ds_traffic.stage3_gathers(modules, 0, 10**18, 2 * psi) for i in g]
         assert sorted(gathered) == list(range(2 * len(modules))), widths
+
+
+def test_the_host_question_states_the_packages_split_and_plans_by_it():
+    """Question 2 gives the split it grades by: the ZeRO-Offload split for mixed-precision Adam, per GPU."""
+    said = (
+        "ZeRO-2 with the optimizer offloaded: GPU 2Ψ weights + 2Ψ/N gradients, host 12Ψ/N optimizer state; "
+        "ZeRO-3 with the optimizer offloaded: GPU 2Ψ/N weights + 2Ψ/N gradients, host 12Ψ/N optimizer state; "
+        "ZeRO-3 with the optimizer and parameters offloaded: GPU 2Ψ/N gradients, host 2Ψ/N weights + 12Ψ/N "
+        "optimizer state."
+    )
+    for seed in SEEDS:
+        q = question("offload-and-host", seed)
+        g = dict(q.given)
+        psi, n, act = g["params"], g["gpus"], g["activations"]
+        assert said in q.prompt and "the paper's count" not in q.prompt, seed
+        by_hand = {  # (stage, what is offloaded): (GPU bytes with activations, host bytes of the node)
+            (Stage.ZERO2, "optimizer"): (2 * psi + Fraction(2 * psi, n) + act, 12 * psi),
+            (Stage.ZERO3, "optimizer"): (Fraction(4 * psi, n) + act, 12 * psi),
+            (Stage.ZERO3, "optimizer+parameters"): (Fraction(2 * psi, n) + act, 14 * psi),
+        }
+        plans = offload.plans(Setup(psi, n), act, n)
+        assert {(p.stage, p.offload): (p.gpu, p.host) for p in plans} == by_hand, seed
+        chosen = (q.part("stage").value, q.part("offload").value)
+        assert q.part("host_gb").value == Fraction(by_hand[chosen][1], GB), seed
+
+
+def test_the_tp_audit_says_the_tool_splits_the_slice_by_every_gpu():
+    """Question 11's figure is the TP·PP slice divided by all GPUs, not the whole model over all GPUs."""
+    for seed in SEEDS:
+        q = question("audit-tp-sharding", seed)
+        g = dict(q.given)
+        psi, total, stage = g["params"], g["gpus"], Stage(g["stage"])
+        slice_over_all = per_gpu(psi // (g["tp"] * g["pp"]), total, stage, MEGATRON_18).total
+        assert f"prints {format_bytes(slice_over_all)} per GPU" in q.prompt, seed
+        assert "divides that slice's ZeRO shards by all" in q.prompt, seed
+        whole_over_all = per_gpu(psi, total, stage, MEGATRON_18).total  # the literal misreading
+        assert format_bytes(whole_over_all) != format_bytes(slice_over_all), seed
+
+
+def test_the_trace_question_counts_the_padding_it_says_it_counts():
+    """Question 5's answer is the trace's elements, padding included, with an all-reduce counted twice."""
+    for seed in range(60):
+        q = question("traffic-detective", seed)
+        g = dict(q.given)
+        sent, psi = predicted(g["mode"], g["gpus"], 0, tuple(g["widths"])).sent, q.answers()["psi"]
+        paper = sum(sent.values()) + sent.get("all_reduce", 0)
+        assert q.part("sent_psi").value == Fraction(paper, psi), seed
+        assert "padding included" in q.prompt and "padding included" in q.part("sent_psi").ask, seed
+
+
+def test_the_recomputation_question_gives_the_card_in_bytes():
+    for seed in SEEDS:
+        q = question("stage-and-checkpointing", seed)
+        card = dict(q.given)["card_gb"]
+        assert f"{card} GB each ({card} × 10⁹ bytes: GB means 10⁹ bytes throughout)" in q.prompt, seed
+
+
+def test_the_cheapest_cluster_is_never_the_fewest_gpus_but_may_be_the_cheapest_card():
+    """The point says what holds on every seed: never the fewest GPUs, only sometimes the cheapest card."""
+    cheapest_card_wins = []
+    for seed in range(60):
+        q = question("cheapest-cluster", seed)
+        g = dict(q.given)
+        costs = cluster_costs(
+            g["params"], g["activations_gb"] * GB, {k: Fraction(p) for k, p in g["prices"].items()}
+        )
+        card = q.answers()["card"].upper()
+        assert costs[card][0] > min(n for n, _ in costs.values()), seed
+        cheapest_card_wins.append(card == min(g["prices"], key=lambda k: Fraction(g["prices"][k])))
+        assert "the cheapest card does not always" in q.point, seed
+    assert any(cheapest_card_wins) and not all(cheapest_card_wins)

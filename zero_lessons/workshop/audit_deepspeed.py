@@ -116,7 +116,9 @@ SHARDING_PROMPT = (
     "parallelism {pp} and {stage}, counted at 18 bytes per parameter ("
     + MEGATRON_18.summary()
     + "). A stored version of a popular "
-    "calculator prints {printed} per GPU: it divides the ZeRO shards by all {total} GPUs."
+    "calculator prints {printed} per GPU: it splits by tensor and pipeline parallelism twice. It takes "
+    "each GPU's slice, Ψ/(TP·PP) parameters, and divides that slice's ZeRO shards by all {total} GPUs, a "
+    "count that already includes TP × PP."
 )
 SHARDING_WORKING = (
     "Each GPU holds a slice of Ψ/(TP·PP) = {local:,} parameters, and ZeRO splits it over the {dp} "

@@ -13,7 +13,8 @@ POINT = "No ZeRO stage shrinks activations; when they overflow the card, recompu
 ADAM = "mixed-precision Adam (2 + 2 + 12 bytes per parameter)"
 NO_STAGE = "no ZeRO stage shrinks activations: every GPU keeps those of its own micro-batch"
 PROMPT = (
-    "Take {shape}. It trains on {gpus} GPUs of {card} each, at sequence length {seq:,} and micro-batch "
+    "Take {shape}. It trains on {gpus} GPUs of {card} each ({card_e9} × 10⁹ bytes: GB means 10⁹ bytes "
+    "throughout), at sequence length {seq:,} and micro-batch "
     "{batch} per GPU, with " + ADAM + ". Activations follow Korthikanti et al. (2022), in bytes per GPU: "
     "s·b·h·(34 + 5·a·s/h) per layer with no recomputation; 34·s·b·h per layer plus one layer's s·b·h·5·a·s/h "
     "with selective recomputation, which keeps none of attention's s × s matrices (scores, softmax and "
@@ -154,7 +155,12 @@ def generate(seed: int) -> Question:
     shape, gpus, card = first(rng(ID, seed), _draw, _fits)
     values, slips = _answers(shape, gpus, card)
     prompt = PROMPT.format(
-        shape=shape_text(shape), gpus=gpus, card=gb(card), seq=shape.seq_len, batch=shape.micro_batch
+        shape=shape_text(shape),
+        gpus=gpus,
+        card=gb(card),
+        card_e9=units.format_number(in_gb(card)),
+        seq=shape.seq_len,
+        batch=shape.micro_batch,
     )
     given = dict(
         layers=shape.layers,

@@ -16,12 +16,17 @@ ID, TITLE = "offload-and-host", "Offload and host memory"
 POINT = "Offload trades GPU memory for host memory: check the host with DeepSpeed's accounting too."
 PROMPT = (
     "Take {shape}, on one node of {gpus} GPUs with {card} each and {host} of host memory, with " + ADAM + ". "
-    "Full recomputation leaves {act} of activations per GPU. Offload is considered in this order: ZeRO-2 "
-    "with the optimizer offloaded, ZeRO-3 with the optimizer offloaded, ZeRO-3 with optimizer and parameters "
-    "offloaded. Rule: take the first whose GPU part plus activations fits the card and whose host part fits "
-    "by the package's count, then check the host with DeepSpeed's own estimator (zero_init on, "
-    "additional_buffer_factor 1.5)."
+    "Full recomputation leaves {act} of activations per GPU. Offload is considered in this order, each with "
+    "what stays on a GPU and what moves to the host by the package's count (`offloaded` in "
+    "zero_lessons.planning.offload), in bytes per GPU for Ψ parameters on N GPUs: {split}. The node's host "
+    "memory holds the host parts of its {gpus} GPUs. Rule: take the first whose GPU part plus activations "
+    "fits the card and whose host part fits by the package's count, then check the host with DeepSpeed's "
+    "own estimator (zero_init on, additional_buffer_factor 1.5)."
 )
+#: The names of the kinds of state in `split_text`.
+STATE_NAMES = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer state"}
+#: A parameter count for `split_text` to read the package's split off: any even count gives the same formulas.
+SPLIT_PSI = 2 * 10**6
 WORKING = (
     "ZeRO-3 without offload needs {state3} + {act} per GPU: more than {card}. {stage} with {what} offload "
     "keeps {on_gpu} per GPU (activations included) and puts {paper} on the host by the package's count. "
@@ -90,6 +95,33 @@ WHY = {
     "paper-count-only": "the package's count fits, but DeepSpeed's own estimate is larger than the node's "
     "host memory",
 }
+
+
+def _formula(one, two) -> str:
+    """Bytes on 1 and on 2 GPUs as a formula in Ψ and N by state, e.g. "2Ψ weights + 2Ψ/N gradients"."""
+    terms = []
+    for name, label in STATE_NAMES.items():
+        at_one, at_two = getattr(one, name) / SPLIT_PSI, getattr(two, name) / SPLIT_PSI
+        whole, split = 2 * at_two - at_one, 2 * (at_one - at_two)  # bytes = whole·Ψ + split·Ψ/N
+        shown = [f"{units.format_number(whole)}Ψ"] * bool(whole) + [
+            f"{units.format_number(split)}Ψ/N"
+        ] * bool(split)
+        if shown:
+            terms.append(f"({' + '.join(shown)}) {label}" if len(shown) > 1 else f"{shown[0]} {label}")
+    return " + ".join(terms) or "nothing"
+
+
+def split_text() -> str:
+    """Each choice in `offload.ORDER` with its GPU and host bytes per GPU, read off `offload.offloaded`."""
+    lines = []
+    for stage, what in offload.ORDER:
+        on_one, off_one = offload.offloaded(SPLIT_PSI, 1, stage, parameters=what != "optimizer")
+        on_two, off_two = offload.offloaded(SPLIT_PSI, 2, stage, parameters=what != "optimizer")
+        lines.append(
+            f"{stage.label} with {OFFLOADED[what]} offloaded: GPU {_formula(on_one, on_two)}, "
+            f"host {_formula(off_one, off_two)}"
+        )
+    return "; ".join(lines)
 
 
 def plan(psi: int, act: int, card: int, host: int, gpus: int):
@@ -216,6 +248,7 @@ def generate(seed: int) -> Question:
         card=gb(card),
         host=gb(host),
         act=gb(activation_bytes(shape, "full")),
+        split=split_text(),
     )
     given = dict(
         layers=shape.layers,

@@ -116,7 +116,10 @@ def cheapest_cluster(seed: int) -> Question:
     given = dict(params=psi, activations_gb=int(in_gb(act)), prices={k: str(p) for k, p in prices.items()})
     prompt = CLUSTER_PROMPT.format(psi=psi, act=gb(act), offer=offer)
     answers = parts(CLUSTER_SPECS, values, slips, CLUSTER_WHY)
-    point = "The cheapest cluster is neither the fewest GPUs nor the cheapest card: compare count × price."
+    point = (
+        "The fewest GPUs never make the cheapest cluster, and the cheapest card does not always: "
+        "compare count × price."
+    )
     title = "The cheapest cluster"
     return Question(CLUSTER, title, seed, prompt, answers, working, point, tuple(given.items()))
 

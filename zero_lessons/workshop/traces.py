@@ -35,7 +35,8 @@ PROMPT = (
     "bytes of weights, {gradients:,} of gradients and {optimizer:,} of optimizer state. These numbers "
     "follow the lab's rules for each setting, which its tests check against real ranks. The paper's "
     "count, asked for below, weighs an all-reduce twice (a reduce-scatter plus an all-gather) and every "
-    "other collective once. The settings: {options}."
+    "other collective once; it counts the elements the trace shows, padding included. The "
+    "settings: {options}."
 )
 WORKING = (
     "The {dtype} tensors point to {framework}; {shown} is the pattern of {name}. Ψ = Σ(in·out + out) = "
@@ -88,7 +89,8 @@ SPECS = (
     ),
     Spec(
         "sent_psi",
-        "elements sent per rank by the paper's count, as a multiple of Ψ",
+        "elements sent per rank by the paper's count (the trace's elements, padding included), as a multiple "
+        "of Ψ",
         "an all-reduce counts twice its tensor, any other collective once",
         unit="x",
     ),
