@@ -71,8 +71,8 @@ BRIEF_HEAD = (
     "N",
     "paper: B per rank",
     "measured: B per rank",
-    "paper: sent",
-    "measured: sent",
+    "paper: sent (paper count)",
+    "measured: sent (paper count)",
     "matches the package's prediction",
 )
 
