@@ -30,7 +30,7 @@ RULES = {
     "partition-optimizer": "Rule 1: the parameters fit, but replicating the optimizer state leaves too "
     "little room, so stage 1 or 2.",
     "partition-parameters": "Rule 2: fully replicated parameters do not fit, so stage 3.",
-    "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but on this many GPUs their shards leave too "
+    "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but with this few GPUs their shards leave too "
     "little room, so stage 3 (not Rule 2: the whole parameters fit), or add GPUs until stage 2 fits.",
     "activations": "Rule 3: model state fits under stage 3 but activations do not, so add activation "
     "checkpointing or use a smaller micro-batch.",
