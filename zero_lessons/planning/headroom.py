@@ -26,7 +26,9 @@ CLAIMANTS = {
     "of host memory per node": "the operating system, pinned buffers and the data loader need room",
 }
 #: Why a fit with less than the headroom is passed over, in a few words.
-TOO_LITTLE = "too little for the CUDA context, buffers and the transient peaks of lesson 09"
+TOO_LITTLE = (
+    "too little for the CUDA context, buffers and at least part of a step's transient peaks (lesson 09)"
+)
 
 #: How the advice shows bytes: `units.format_bytes` with the caller's unit.
 Show = Callable[[Fraction | int], str]
