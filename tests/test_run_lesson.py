@@ -15,8 +15,18 @@ def test_the_baseline_states_the_config_the_key_tables_numbers_start_from():
     cells = dict(base.cells())
     assert "bf16.enabled true" in cells["precision"] and "2 + 2 B" in cells["precision"]
     assert "micro-batch 1 × sequence 2,048" in cells["batch"]
-    assert "False at stage 2, True at stage 3" in cells["other keys"]
+    assert "makes it False at stage 2 and True at stage 3" in cells["other keys"]
     assert cells["peak per GPU, stage 2"].startswith("58.55 GB")  # the figure the key table starts from
+    overlap = table.get("zero_optimization.overlap_comm")
+    assert overlap.default is None  # DeepSpeed's own default, resolved per stage
+    assert keys.default_shown(overlap) == "None: False at stages 0-2, True at 3"
+    # the advisor writes overlap_comm and contiguous_gradients True: only overlap_comm at stage 2 differs
+    assert base.advisor_differs(2) == {"overlap_comm": (False, True)} and base.advisor_differs(3) == {}
+    assert base.peak(2, advisor=True).total == keys.peak(overlap, True) > base.peak(2).total
+    assert base.peak(3, advisor=True).total == base.peak(3).total
+    assert cells["the advisor's config instead"].startswith(
+        "stage 2: overlap_comm True (default False), peak"
+    )
     with pytest.raises(ValueError, match="stage must be 2 or 3"):
         base.peak(1)
 
@@ -44,3 +54,34 @@ def test_the_smallest_subnormals_are_the_ieee_and_bfloat16_powers_of_two():
         assert formats.get(name).smallest_subnormal == 2.0**power
         assert precision.as_dtype(2.0**power, name) == 2.0**power
         assert precision.as_dtype(2.0 ** (power - 2), name) == 0.0  # a quarter of it rounds to zero
+
+
+def test_the_contiguous_gradients_row_names_both_parts_that_move():
+    from zero_lessons.run import keys
+
+    key = keys.KeyTable().get("zero_optimization.contiguous_gradients")
+    on, off = keys.peak_parts(key, True), keys.peak_parts(key, False)
+    assert on["gradient buckets"] == 2 * keys.KNOBS.reduce_bucket_size and "gradient buckets" not in off
+    saved = keys.peak(key, True) - keys.peak(key, False)
+    assert saved == on["gradient buckets"] + on["unreduced gradients"] - off["unreduced gradients"]
+    assert "the 1.00 GB bucket goes" in keys.numbers(key)
+
+
+def test_the_bf16_row_gives_its_traffic_in_both_dtypes():
+    from zero_lessons.run import keys
+
+    row = keys.numbers(keys.KeyTable().get("bf16.enabled"))
+    assert "stage 2 sends 3Ψ per GPU per step, in the training dtype: 89.92 GB → 44.96 GB" in row
+
+
+def test_the_run_legend_explains_every_column_of_a_stage_3_run():
+    from zero_lessons.run import legend, predict
+
+    config = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+    for ranks in (2, 4):
+        assert legend.Legend(ranks).held() == predict.expected(config, ranks, 0)
+    assert legend.Legend(2).held().gradients == predict.MODEL.param_count  # 2 B × Ψ/2: equal to Ψ
+    text = legend.Legend(2)._repr_markdown_()
+    assert "283,656 + 43,024 = 326,680" in text and "12 B × 141,828 = 1,701,936" in text
+    with pytest.raises(ValueError, match="ranks"):
+        legend.Legend(1)

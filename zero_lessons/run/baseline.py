@@ -10,9 +10,21 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .. import units
+from ..planning import ds_config
 from ..planning.step import DeepSpeed, timeline, transformer_model
 from ..recipes import MIXED_ADAM, get
 from .keys import GPUS, SHAPE, markdown
+
+#: The DeepSpeed knobs the advisor's config writes (`planning.ds_config.zero_config`), besides the stage.
+SET = ("overlap_comm", "contiguous_gradients")
+
+
+def knobs(stage: int, advisor: bool) -> DeepSpeed:
+    """DeepSpeed's knobs at `stage`: its defaults, or with the advisor's values for SET."""
+    if not advisor:
+        return DeepSpeed(stage=stage)
+    zero = ds_config.zero_config(stage)["zero_optimization"]
+    return DeepSpeed(stage=stage, **{k: zero[k] for k in SET})
 
 
 def _gb(value) -> str:
@@ -24,11 +36,19 @@ def _gb(value) -> str:
 class Baseline:
     """The example's settings and its peak per GPU at stages 2 and 3, as a two-column table."""
 
-    def peak(self, stage: int):
-        """The peak phase of one step at `stage` (2 or 3) with every DeepSpeed knob at its default."""
+    def peak(self, stage: int, advisor: bool = False):
+        """The peak phase of one step at `stage` (2 or 3): every knob at DeepSpeed's default, or, with
+        `advisor`, the knobs in SET as the advisor's config sets them."""
         if stage not in (2, 3):
             raise ValueError(f"stage must be 2 or 3, got {stage!r}")
-        return timeline(transformer_model(SHAPE), DeepSpeed(stage=stage), GPUS).peak
+        return timeline(transformer_model(SHAPE), knobs(stage, advisor), GPUS).peak
+
+    def advisor_differs(self, stage: int) -> dict[str, tuple[object, object]]:
+        """Where the advisor's config leaves DeepSpeed's default at `stage`: knob → (default, advisor's)."""
+        ours, theirs = knobs(stage, True), knobs(stage, False)
+        return {
+            k: (getattr(theirs, k), getattr(ours, k)) for k in SET if getattr(ours, k) != getattr(theirs, k)
+        }
 
     def cells(self) -> list[list[str]]:
         """The settings, then the two peaks, as strings."""
@@ -42,13 +62,22 @@ class Baseline:
             ["GPUs", f"{GPUS}; no card size: the numbers are what one GPU must hold"],
             ["precision", f"bf16.enabled true: {recipe.weight_bytes} + {recipe.grad_bytes} B of bf16 weights "
              f"and gradients, {recipe.optimizer_bytes} B of fp32 master weights and AdamW moments"],
-            ["other keys", f"DeepSpeed's defaults; overlap_comm is {overlap[0]} at stage 2, {overlap[1]} at "
-             "stage 3 (its default there)"],
+            ["other keys", f"DeepSpeed's defaults; overlap_comm's default, None, makes it {overlap[0]} at "
+             f"stage 2 and {overlap[1]} at stage 3"],
         ]  # fmt: skip
         for stage in (2, 3):
             top = self.peak(stage)
             rows.append([f"peak per GPU, stage {stage}", f"{_gb(top.total)}, during {top.name}"])
+        rows.append(["the advisor's config instead", "; ".join(self.advisor_line(s) for s in (2, 3))])
         return rows
+
+    def advisor_line(self, stage: int) -> str:
+        """How the advisor's config differs from the baseline at `stage`, and its peak."""
+        changed = self.advisor_differs(stage)
+        what = (
+            ", ".join(f"{k} {new} (default {old})" for k, (old, new) in changed.items()) or "no key differs"
+        )
+        return f"stage {stage}: {what}, peak {_gb(self.peak(stage, True).total)}"
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in self.cells())

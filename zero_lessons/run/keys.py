@@ -1,10 +1,10 @@
 """The DeepSpeed config keys that matter beyond the stage: what each changes in memory or traffic, with
 numbers from the package's models for one example model. No torch.
 
-Defaults are DeepSpeed 0.19.8's own: from the package's knob table (`planning.step_knobs.DeepSpeed`, read
-from its `runtime/zero/config.py`) where it has the knob, else from its `runtime/constants.py` and its
-documentation (`bf16.enabled` is False: BFLOAT16_ENABLED_DEFAULT). What the advisor's configs set is a
-column of its own. Each key is tried at one other value; the numbers are the package's answer for both.
+Defaults are DeepSpeed 0.19.8's: from the package's knob table (`planning.step_knobs.DeepSpeed`, read from
+its `runtime/zero/config.py`; overlap_comm's None means True at stage 3 only) where it has the knob, else
+from `runtime/constants.py` (`bf16.enabled`: BFLOAT16_ENABLED_DEFAULT, False). Each key is tried at one
+other value; the numbers are the package's answer for both.
 """
 
 from __future__ import annotations
@@ -50,11 +50,12 @@ KEYS: tuple[Key, ...] = (
     Key("fp16.enabled", False, True, "numerics", "16-bit with a 5-bit exponent: needs loss scaling "
         "(fp16.loss_scale 0 = dynamic, starting at 2**initial_scale_power = 2**16); overflowing steps are "
         "skipped"),
-    Key("zero_optimization.overlap_comm", KNOBS.overlap_comm, True, "memory", "reduce gradients while the "
-        "backward pass runs; at stages 1-2 it doubles the contiguous gradient bucket (DeepSpeed turns it on "
-        "by default at stage 3 only)", "overlap_comm"),
+    Key("zero_optimization.overlap_comm", None, True, "memory", "reduce gradients while the backward pass "
+        "runs; at stages 1-2 it doubles the contiguous gradient bucket", "overlap_comm"),
     Key("zero_optimization.contiguous_gradients", KNOBS.contiguous_gradients, False, "memory", "copy each "
-        "gradient into one preallocated bucket: less fragmentation, one bucket more", "contiguous_gradients"),
+        "new gradient at once into a preallocated bucket of reduce_bucket_size elements: less "
+        "fragmentation; off, there is no bucket, but gradients wait uncopied until a bucket's worth is made",
+        "contiguous_gradients"),
     Key("zero_optimization.reduce_bucket_size", KNOBS.reduce_bucket_size, 50_000_000, "memory and traffic",
         "elements reduced per call: a smaller bucket holds less but is reduced sooner, so the rank's "
         "gradient partition is allocated earlier in the backward pass", "reduce_bucket_size"),
@@ -91,6 +92,21 @@ def _shown(value: object) -> str:
     return f"{value:,}" if type(value) is int else str(value)
 
 
+def default_shown(key: Key) -> str:
+    """A key's default as the table shows it; None (overlap_comm's) with what DeepSpeed makes of it."""
+    if key.default is not None:
+        return _shown(key.default)
+    at = [getattr(DeepSpeed(stage=stage), key.knob) for stage in (2, 3)]
+    return f"None: {at[0]} at stages 0-2, {at[1]} at 3"
+
+
+def peak_parts(key: Key, value: object) -> dict[str, Fraction]:
+    """The peak's bytes per GPU by kind ("gradient buckets", ...), with `key` at `value`."""
+    knobs = {key.knob: value} if key.knob else {}
+    top = timeline(transformer_model(SHAPE), DeepSpeed(stage=key.stage, **knobs), GPUS).peak
+    return {part.kind: Fraction(top.bytes_of(part.kind)) for part in top.parts}
+
+
 def _gb(value) -> str:
     """Bytes as decimal GB with two decimals."""
     return f"{float(Fraction(value) / units.GB):.2f} GB"
@@ -102,11 +118,8 @@ ACCOUNTS = {"ZeRO paper": communication.collectives, "DeepSpeed default": commun
 
 
 def sent(stage: int, micro_batches: int, account: str) -> Fraction:
-    """Elements one GPU sends per optimizer step of `micro_batches`, in units of Ψ, counted by `account`.
-
-    A collective that runs for every micro-batch repeats; one that runs at the step's end runs once. Stage 3
-    is left out: DeepSpeed's stage-3 traffic depends on the model's size (lesson 08), not on a count.
-    """
+    """Elements one GPU sends per optimizer step of `micro_batches`, in units of Ψ, counted by `account`:
+    per-micro-batch collectives repeat. No stage 3: its traffic depends on the model's size (lesson 08)."""
     checks.choice("account", account, ACCOUNTS)
     if type(stage) is not int or not 0 <= stage <= 2:
         raise ValueError(f"stage must be 0, 1 or 2, got {checks.shown(stage)}")
@@ -136,8 +149,11 @@ def numbers(key: Key) -> str:
                 f"same bytes as bf16; largest value {largest('float16'):,} in fp16, "
                 f"{float(largest('bfloat16')):.3g} in bf16"
             )
+        sends = sent(2, 1, "DeepSpeed default") * psi  # elements, in the config's dtype (its default)
         return (
-            f"stage 2 model state per GPU: {_gb(fp32)} (fp32 throughout) → {_gb(mixed)} (bf16, fp32 master)"
+            f"stage 2 model state per GPU: {_gb(fp32)} (fp32 throughout) → {_gb(mixed)} (bf16, fp32 master); "
+            f"stage 2 sends {_psi(sends / psi)} per GPU per step, in the training dtype: "
+            f"{_gb(4 * sends)} → {_gb(2 * sends)}"
         )
     if key.path.endswith("offload_optimizer.device"):
         gpu, host = offload.offloaded(psi, GPUS, Stage(2))
@@ -148,7 +164,15 @@ def numbers(key: Key) -> str:
         )
     if key.path.endswith("pin_memory"):
         return "no change on the GPU; the host buffers are page-locked"
-    return f"peak per GPU at stage {key.stage}: {_gb(peak(key, key.default))} → {_gb(peak(key, key.tried))}"
+    shown = f"peak per GPU at stage {key.stage}: {_gb(peak(key, key.default))} → {_gb(peak(key, key.tried))}"
+    if key.path.endswith("contiguous_gradients"):
+        on, off = peak_parts(key, key.default), peak_parts(key, key.tried)
+        wait = "unreduced gradients"
+        return (
+            f"{shown}: the {_gb(on['gradient buckets'])} bucket goes, but the gradients waiting uncopied "
+            f"grow from {_gb(on[wait])} (one tensor) to {_gb(off[wait])}"
+        )
+    return shown
 
 
 def lookup(config: dict, path: str) -> object | None:
@@ -192,7 +216,7 @@ class KeyTable:
     def rows(self) -> list[list[str]]:
         """Every key as strings, computed once (each number is a step timeline or two)."""
         return [
-            [k.path, _shown(k.default), advisor_sets(k), _shown(k.tried), k.changes, k.effect, numbers(k)]
+            [k.path, default_shown(k), advisor_sets(k), _shown(k.tried), k.changes, k.effect, numbers(k)]
             for k in self.keys
         ]
 
