@@ -13,6 +13,7 @@ import random
 import re
 from dataclasses import replace
 from fractions import Fraction
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -766,3 +767,75 @@ def test_the_cheapest_cluster_is_never_the_fewest_gpus_but_may_be_the_cheapest_c
         cheapest_card_wins.append(card == min(g["prices"], key=lambda k: Fraction(g["prices"][k])))
         assert "the cheapest card does not always" in q.point, seed
     assert any(cheapest_card_wins) and not all(cheapest_card_wins)
+
+
+def test_the_host_question_names_deepspeeds_estimator_and_the_host_formula_it_grades_by():
+    """Question 2 names both estimators and lesson 06, and gives the host formula per choice (zero_init on,
+    one node); that formula, worked by hand, is the figure the grader expects."""
+    for seed in SEEDS:
+        q = question("offload-and-host", seed)
+        g = dict(q.given)
+        psi, n = g["params"], g["gpus"]
+        formulas = {
+            (Stage.ZERO2, "optimizer"): (f"max(4 B × {n}, 16 B) × Ψ × 1.5", max(4 * n, 16)),
+            (Stage.ZERO3, "optimizer"): ("16 B × Ψ × 1.5", 16),
+            (Stage.ZERO3, "optimizer+parameters"): ("18 B × Ψ × 1.5", 18),
+        }
+        for (stage, what), (formula, _) in formulas.items():
+            said = f"{stage.label} with the optimizer{' and parameters' * (what != 'optimizer')} offloaded: "
+            assert said + formula in q.prompt, seed
+        for name in ("estimate_zero2_model_states_mem_needs", "estimate_zero3_model_states_mem_needs"):
+            assert name in q.prompt, seed
+        assert "lesson 06 (DeepSpeed in practice)" in q.prompt and "zero_init on" in q.prompt, seed
+        per_param = formulas[(q.part("stage").value, q.part("offload").value)][1]
+        expected = Fraction(math.floor(Fraction(3 * per_param * psi, 2)), GiB)
+        assert q.part("deepspeed_host_gib").value == expected, seed
+
+
+def test_the_accumulation_question_states_which_stage_reduces_every_micro_batch():
+    """Question 7 states the package's rule, ZeRO-2 reduce-scatters every micro-batch and ZeRO-1 once,
+    and grades 2Ψ and (k + 1)Ψ bf16 elements."""
+    for seed in SEEDS:
+        q = question("accumulation-traffic", seed)
+        g = dict(q.given)
+        psi, k = g["psi"], g["micro_batches"]
+        assert (
+            "ZeRO-1: a reduce-scatter of the gradients once per step and an all-gather of the weights once "
+            "per step; ZeRO-2: a reduce-scatter of the gradients after every micro-batch and an all-gather "
+            "of the weights once per step" in q.prompt
+        ), seed
+        assert "lesson 03 (Communication), section 6" in q.prompt, seed
+        assert q.part("zero1_gb").value == Fraction(2 * 2 * psi, GB), seed
+        assert q.part("zero2_gb").value == Fraction(2 * (k + 1) * psi, GB), seed
+
+
+def test_the_fsdp2_prediction_says_padding_counts_for_weights_not_for_adam():
+    """Question 12 under FSDP2 says what it counts: padded chunks for weights and gradients, own rows for
+    Adam; worked by hand from the MLP's rows, those are the graded bytes."""
+    seen = set()
+    for seed in range(60):
+        q = question("measure-pytorch", seed)
+        mode, gpus, rank = case(q)
+        if not mode.startswith("fsdp"):
+            assert "padding included" not in q.prompt, seed
+            continue
+        assert "padding included" in q.prompt and "padding left out" in q.prompt, seed
+        assert "lesson 07, the PyTorch lab, section 5" in q.prompt, seed
+        padded = own = 0
+        for fan_in, rows in pairwise(MODEL.widths):
+            chunk = -(-rows // gpus)
+            mine = max(0, min(chunk, rows - rank * chunk))
+            for cols in (fan_in, 1):  # the weight, then the bias
+                padded, own = padded + chunk * cols, own + mine * cols
+        assert q.part("weights").value == q.part("gradients").value == 4 * padded, seed
+        assert q.part("optimizer").value == 8 * own, seed
+        seen.add((gpus, rank))
+    assert len(seen) >= 3  # ranks that get fewer rows than others are among them
+
+
+def test_the_reuse_rule_of_question_4_is_stated_once_with_each_use_counted():
+    """Question 4 gives one rule for the reuse distance: every use in between counts, twice if used twice."""
+    for seed in range(5):
+        prompt = question("stage3-above-stage2", seed).prompt
+        assert "a layer used twice in between counts twice" in prompt, seed
+        assert "in all" not in prompt and "table of knobs" not in prompt, seed

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from .. import units
 from ..inputs import Setup
-from ..planning import offload
+from ..planning import ds_estimator, offload
 from ..planning.activations import Transformer, activation_bytes
 from ..stages import Stage
 from .checkpointing import ADAM, shape_text, state
@@ -21,7 +21,10 @@ PROMPT = (
     "zero_lessons.planning.offload), in bytes per GPU for Ψ parameters on N GPUs: {split}. The node's host "
     "memory holds the host parts of its {gpus} GPUs. Rule: take the first whose GPU part plus activations "
     "fits the card and whose host part fits by the package's count, then check the host with DeepSpeed's "
-    "own estimator (zero_init on, additional_buffer_factor 1.5)."
+    "own estimator, as lesson 06 (DeepSpeed in practice) re-derives it: "
+    "estimate_zero2_model_states_mem_needs for ZeRO-2, estimate_zero3_model_states_mem_needs for ZeRO-3, "
+    "with the model built under zero.Init (zero_init on) and additional_buffer_factor 1.5. On this one "
+    'node its host bytes are: {ds_split}. It divides bytes by 2³⁰ and prints "GB".'
 )
 #: The names of the kinds of state in `split_text`.
 STATE_NAMES = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer state"}
@@ -122,6 +125,26 @@ def split_text() -> str:
             f"host {_formula(off_one, off_two)}"
         )
     return "; ".join(lines)
+
+
+def deepspeed_formula(gpus: int, stage: Stage, what: str) -> str:
+    """DeepSpeed's host formula for an offload choice on one node of `gpus` GPUs, by `ds_estimator`."""
+    params, psi = what != "optimizer", SPLIT_PSI  # the formula is in Ψ: any count gives the same text
+    if stage is Stage.ZERO3:
+        line = ds_estimator.zero3(psi, 0, gpus, cpu_offload_params=params)
+        explained = ds_estimator.explain_zero3(psi, 0, gpus)
+    else:
+        line, explained = ds_estimator.zero2(psi, gpus), ds_estimator.explain_zero2(psi, gpus)
+    host = next(host for est, _, host in explained.lines if est.options == line.options)
+    return " + ".join(term.formula for term in host)
+
+
+def deepspeed_text(gpus: int) -> str:
+    """Each choice in `offload.ORDER` with DeepSpeed's host formula for it on one node."""
+    return "; ".join(
+        f"{stage.label} with {OFFLOADED[what]} offloaded: {deepspeed_formula(gpus, stage, what)}"
+        for stage, what in offload.ORDER
+    )
 
 
 def plan(psi: int, act: int, card: int, host: int, gpus: int):
@@ -249,6 +272,7 @@ def generate(seed: int) -> Question:
         host=gb(host),
         act=gb(activation_bytes(shape, "full")),
         split=split_text(),
+        ds_split=deepspeed_text(gpus),
     )
     given = dict(
         layers=shape.layers,

@@ -63,6 +63,14 @@ NOTES = {
     "where DeepSpeed's default, {threshold:,} elements, would keep every tensor of this MLP whole on every "
     "rank.",
 }
+#: What the question says of FSDP2's uneven row chunks (lesson 07, section 5), as `by_hand` counts them.
+FSDP_NOTE = (
+    " FSDP2 cuts each tensor along its rows into N chunks of ⌈rows/N⌉ rows, so a rank may get fewer rows "
+    "than the others. Count your weights and gradients as the full padded chunk, padding included, and your "
+    "Adam state by your own rows only, padding left out (lesson 07, the PyTorch lab, section 5)."
+)
+#: Notes for single settings, added after the family's note.
+MODE_NOTES = {"fsdp_reshard": FSDP_NOTE, "fsdp_no_reshard": FSDP_NOTE}
 #: What the lab leaves out of each framework's messages.
 MESSAGES = {
     "pytorch": "",
@@ -227,7 +235,8 @@ def measure_question(family: str, seed: int) -> Question:
         recipe=recipe,
         when=when,
         messages=MESSAGES[setting.framework],
-        note=NOTES.get(family, "").format(threshold=deepspeed_default("stage3_param_persistence_threshold")),
+        note=NOTES.get(family, "").format(threshold=deepspeed_default("stage3_param_persistence_threshold"))
+        + MODE_NOTES.get(mode, ""),
     )
     slips = held_slips(family, mode, gpus, truth) | sent_slips(mode, gpus, truth)
     specs = tuple(SPECS[name] for name in (*FIELDS, *asked))

@@ -139,12 +139,12 @@ ABOVE_PROMPT = (
     "releases nothing itself. Use this simple model of lesson 09 (Memory over a step): stage 3's peak is "
     "its model state, 16Ψ/N bytes, plus the gathered parameters it holds, whole bf16 tensors of 2 bytes per "
     "element; stage 2's is 2Ψ + 14Ψ/N bytes; activations and other buffers are the same under both and left "
-    "out. After a weight's forward use, DeepSpeed keeps it gathered if the other layers used before its "
-    "next use hold at most stage3_max_reuse_distance parameter elements in all (a distance counted in "
-    "elements, not bytes); otherwise it releases the weight and gathers it again. Here every weight's "
-    "backward use comes fewer than 2Ψ elements after its forward use (in between, only the later layers' "
-    "weights are used, each twice: forward, then backward), and 2Ψ = 2 × {psi:,} = {twice:,} elements. "
-    "Lesson 09's table of knobs changes each stage-3 setting once, alone, from its default."
+    "out. After a weight's forward use, DeepSpeed keeps it gathered when its reuse distance is at most "
+    "stage3_max_reuse_distance, else releases it and gathers it again. The reuse distance is the parameter "
+    "elements (not bytes) of every use between the weight's two uses: a layer used twice in between counts "
+    "twice. Here every weight's backward use comes fewer than 2Ψ elements after its forward use (in between, "
+    "only the later layers' weights are used, each twice: forward, then backward), and 2Ψ = 2 × {psi:,} = "
+    "{twice:,} elements."
 )
 ABOVE_POINT = (
     "Stage 3 saves only the weights over stage 2, and weights kept for reuse, up to the whole model, can "

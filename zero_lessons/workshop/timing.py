@@ -114,9 +114,12 @@ ACCUMULATION = "accumulation-traffic"
 ACCUMULATION_PROMPT = (
     "A model of {psi:,} parameters trains on {gpus} GPUs, each with a {gbit} Gb/s link, in bf16, with "
     "gradient accumulation over {micro_batches} micro-batches per step. Both ZeRO-1 and ZeRO-2 fit. Count "
-    "traffic by the ZeRO paper's plan of collectives, as the package does: a reduce-scatter or an all-gather "
-    "of Ψ elements sends Ψ per GPU. That leaves out the ring factor, (N − 1)/N: a ring really sends that "
-    "fraction of Ψ, a little less."
+    "traffic by the ZeRO paper's plan of collectives with the accumulation rule of lesson 03 "
+    "(Communication), section 6, as the package's communication module counts it: ZeRO-1 keeps whole "
+    "gradients and sums the micro-batches locally, while ZeRO-2 keeps only its gradient shard and must "
+    "hand the rest on after every micro-batch. The plans per step: {plans}. A reduce-scatter or an "
+    "all-gather of Ψ elements sends Ψ per GPU. That leaves out the ring factor, (N − 1)/N: a ring really "
+    "sends that fraction of Ψ, a little less."
 )
 ACCUMULATION_WORKING = (
     "ZeRO-1: 2Ψ elements per step = {one}. ZeRO-2: {micro_batches} reduce-scatters plus one all-gather = "
@@ -150,6 +153,16 @@ ACCUMULATION_WHY = {
 }
 
 
+def plan_text(stage: int) -> str:
+    """The collectives of `stage` by `communication.collectives`, each once per step or per micro-batch."""
+    said = [
+        f"{'an' if c.op[0] in 'aeiou' else 'a'} {c.op} of the {c.state} "
+        + ("after every micro-batch" if c.per_micro_batch else "once per step")
+        for c in communication.collectives(stage)
+    ]
+    return f"ZeRO-{stage}: " + " and ".join(said)
+
+
 def accumulation_traffic(seed: int) -> Question:
     """Weigh ZeRO-1 against ZeRO-2 when gradients accumulate over several micro-batches."""
     source = rng(ACCUMULATION, seed)
@@ -174,7 +187,7 @@ def accumulation_traffic(seed: int) -> Question:
         extra=float(extra),
         rate=units.format_number(rate / units.GB),
     )
-    prompt = ACCUMULATION_PROMPT.format(**facts)
+    prompt = ACCUMULATION_PROMPT.format(**facts, plans="; ".join(plan_text(s) for s in (1, 2)))
     answers = parts(ACCUMULATION_SPECS, values, slips, ACCUMULATION_WHY)
     point = "Under gradient accumulation ZeRO-2 reduces every micro-batch, ZeRO-1 once per step."
     title = "Accumulation and traffic"
