@@ -8,7 +8,7 @@ from test_step import LAB_LAYERS, LAB_Z3
 from zero_lessons.planning.step import Layer, Model
 from zero_lessons.planning.step_coordinator import replay, trace_order, walk
 from zero_lessons.planning.step_knobs import DeepSpeed
-from zero_lessons.present.step_tables import walk_table
+from zero_lessons.present.step_tables import held_table, walk_table
 
 LAB = Model("lab MLP", LAB_LAYERS)
 
@@ -91,3 +91,40 @@ def test_the_table_refuses_bad_input_by_name():
         walk_table("lab", LAB_Z3)
     with pytest.raises(ValueError, match="steps"):
         walk_table(LAB, LAB_Z3, steps=0)
+
+
+def test_at_relu_3_the_held_table_names_each_tensors_roles_as_worked_by_hand():
+    # Worked from the walk table: linear 1's walk brought linear 2's bias, linear 3 and linear 4's weight
+    # in one buffer, alive until linear 4's weight is used; relu 1's walk brought linear 4's bias and
+    # linear 1's weight, not yet waited on. Linear 2 and 3 are kept (the walk passed their backward use);
+    # linear 2's weight came in the root module's buffer, freed once linear 2 used it.
+    table = held_table(LAB, LAB_Z3, "relu 3")
+    rows = [(r[0], r[1], r[2], r[3], r[4]) for r in table.body]
+    assert rows == [
+        ("linear 1", "1,024", "—", "relu 1's walk", "1,024"),
+        ("linear 2", "1,024", "kept for reuse", "—", "1,024"),
+        ("linear 2", "32", "kept for reuse", "linear 1's walk", "64"),
+        ("linear 3", "1,024", "kept for reuse", "linear 1's walk", "2,048"),
+        ("linear 3", "32", "kept for reuse", "linear 1's walk", "64"),
+        ("linear 4", "1,024", "prefetched, copied out", "linear 1's walk", "2,048"),
+        ("linear 4", "32", "—", "relu 1's walk", "32"),
+        ("total", "4,192", "", "", "6,304"),
+    ]
+
+
+@pytest.mark.parametrize("at", ["linear 1", "relu 2", "linear 3", "relu 3", "linear 4"])
+def test_the_held_table_adds_up_to_the_snapshots_copies_and_buffers(at):
+    index = [layer.name for layer in LAB.layers].index(at)
+    snap = replay(LAB, LAB_Z3)[0][index]
+    table = held_table(LAB, LAB_Z3, at)
+    copies = sum(int(r[1].replace(",", "")) for r in table.body[:-1] if r[2] != "—")
+    buffers = sum(int(r[1].replace(",", "")) for r in table.body[:-1] if r[3] != "—")
+    assert copies == snap.own + snap.prefetched + snap.kept - snap.in_flight
+    assert buffers <= snap.flat and table.body[-1][-1] == f"{copies + buffers:,}"
+
+
+def test_the_held_table_refuses_bad_input_by_name():
+    with pytest.raises(ValueError, match="at must name one of the model's layers"):
+        held_table(LAB, LAB_Z3, "relu 9")
+    with pytest.raises(TypeError, match="fw"):
+        held_table(LAB, "stage 3", "relu 3")

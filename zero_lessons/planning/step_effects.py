@@ -43,8 +43,7 @@ CHANGES = (
         DeepSpeed(stage=2),
         DeepSpeed(stage=2, allgather_bucket_size=50_000_000),
         "5e8 → 5e7 elements",
-        "same elements, in more all-gather calls; ignored where PyTorch has all_gather_into_tensor "
-        "(gloo and NCCL: lesson 08)",
+        "none with gloo or NCCL: DeepSpeed ignores it where PyTorch has all_gather_into_tensor (lesson 08)",
     ),
     Change(
         "overlap_comm",

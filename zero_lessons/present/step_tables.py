@@ -1,5 +1,5 @@
-"""Memory over one step as tables for a lesson: what a rank holds at one phase, each setup's peak, and
-stage 3's prefetch walk step by step.
+"""Memory over one step as tables for a lesson: what a rank holds at one phase, each setup's peak,
+stage 3's prefetch walk step by step, and what it holds gathered at one step, tensor by tensor.
 
 Both show exact bytes rounded only here, in the unit asked for, and render as Markdown and HTML.
 """
@@ -11,7 +11,7 @@ from fractions import Fraction
 from html import escape
 
 from .. import checks, units
-from ..planning.step_coordinator import Visit, walk
+from ..planning.step_coordinator import Visit, replay, walk
 from ..planning.step_knobs import DeepSpeed
 from ..planning.step_model import Model
 from ..planning.step_parts import KINDS, Phase, Timeline
@@ -190,3 +190,52 @@ def _after(model: Model, v: Visit, passed: bool) -> str:
         return "freed"
     forward = _pass(v.step, len(model.layers)) == "fwd"
     return "kept: the walk passed its backward use" if passed and forward else "kept: reused soon"
+
+
+def held_table(model: Model, fw: DeepSpeed, at: str) -> Table:
+    """What stage 3 holds gathered while layer `at` runs forward, tensor by tensor, in elements: its own copy
+    (and why it has one), the all-gather buffer it is still in (named by the step that gathered it), and the
+    elements that makes. A tensor with both is held twice: its copy, and its place in a buffer that is freed
+    only once every tensor it brought has been used."""
+    checks.instance("model", model, Model, "a planning Model, e.g. transformer_model(...)")
+    checks.instance("fw", fw, DeepSpeed, "DeepSpeed(stage=3, ...)")
+    names = [layer.name for layer in model.layers]
+    if at not in names:
+        raise ValueError(f"at must name one of the model's layers ({', '.join(names)}), got {at!r}")
+    index = names.index(at)
+    snap = replay(model, fw)[0][index]  # the forward steps come first, one per layer
+    own = [(index, n) for n in model.layers[index].tensors if n > fw.param_persistence_threshold]
+    roles = (("its own, in use", own), ("prefetched, copied out", snap.ready))
+    roles += (("kept for reuse", snap.kept_tensors),)
+    rows = [[t, why, "—"] for why, tensors in roles for t in tensors]
+    for source, tensors in _buffers(model, walk(model, fw)[: index + 2]):
+        for t in tensors:
+            row = next((r for r in rows if r[0] == t and r[2] == "—"), None)
+            if row is None:
+                rows.append(row := [t, "—", "—"])
+            row[2] = source
+    rows.sort(key=lambda r: (r[0][0], model.layers[r[0][0]].tensors.index(r[0][1])))
+    held = [n * ((why != "—") + (buffer != "—")) for (_, n), why, buffer in rows]
+    body = [
+        (names[layer], f"{n:,}", why, buffer, f"{h:,}")
+        for ((layer, n), why, buffer), h in zip(rows, held, strict=True)
+    ]
+    total = ("total", f"{sum(r[0][1] for r in rows):,}", "", "", f"{sum(held):,}")
+    head = ("layer", "tensor elements", "its own copy", "still in the all-gather buffer of", "elements held")
+    return Table(head, (*body, total), (False, True, False, False, True))
+
+
+def _buffers(model: Model, visits) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
+    """The all-gather buffers alive once the last of `visits` has run its prefetch walk: the step whose
+    all-gather filled each ("linear 1's walk"), and every tensor it brought (it stays whole until freed)."""
+    alive: list[tuple[str, tuple, list]] = []
+    for v in visits:
+        name = "the root module" if v.layer == len(model.layers) else model.layers[v.layer].name
+        if v.fetched:
+            alive.append((f"{name}'s own all-gather", v.fetched, list(v.fetched)))
+        for _, _, pending in alive:  # the layer uses its tensors: each buffer lives until all are used
+            pending[:] = [t for t in pending if t[0] != v.layer]
+        if v.prefetched:
+            alive.append((f"{name}'s walk", v.prefetched, list(v.prefetched)))
+        alive = [b for b in alive if b[2]]
+    return [(source, tensors) for source, tensors, _ in alive]
