@@ -115,3 +115,18 @@ def test_the_gather_figure_renders():
     assert len(fig.axes) == len(STAGE3) and all(ax.get_title(loc="left") for ax in fig.axes)
     fig.savefig(ARTIFACTS / "lab-stage3-gathers.png", dpi=90)
     assert (ARTIFACTS / "lab-stage3-gathers.png").stat().st_size > 10_000
+
+
+def test_the_gather_figure_puts_each_marker_and_bar_start_on_its_module_tick():
+    settings = {key: report.stage3_knobs(key) for key in STAGE3}
+    fig = gather_figure.plot_gathers(MODEL.layers, settings, NAMES)
+    ticks = list(fig.axes[-1].get_xticks())
+    assert ticks == list(range(len(gather_figure.module_labels(MODEL.layers))))
+    for ax, knobs in zip(fig.axes, settings.values(), strict=True):
+        spans = gather_figure.holds(MODEL.layers, *knobs)
+        markers = sorted(float(line.get_xdata()[0]) for line in ax.lines if line.get_marker() in ("v", "o"))
+        starts = sorted(patch.get_x() for patch in ax.patches)
+        assert markers == starts == sorted(float(h.gathered) for h in spans)
+        assert all(m in ticks for m in markers)
+        ends = sorted(patch.get_x() + patch.get_width() for patch in ax.patches)
+        assert ends == sorted(h.released + 0.5 for h in spans)  # freed between a module and the next

@@ -66,12 +66,15 @@ def _panel(ax, spans: list[Hold], names: list[str], labels: list[str]) -> None:
     rows = len(names)
     for h in spans:
         y = rows - 1 - h.tensor
-        ax.barh(y, h.released - h.gathered + 0.8, left=h.gathered - 0.4, height=0.55, color=HELD, alpha=0.75)
-        ax.plot(h.gathered - 0.4, y, marker="v" if h.ahead else "o", color=GATHER, markersize=7)
+        # gathered as its module starts (on its tick); freed after module `released` runs (half a slot on)
+        ax.barh(y, h.released - h.gathered + 0.5, left=h.gathered, height=0.55, color=HELD, alpha=0.75)
+        ax.plot(h.gathered, y, marker="v" if h.ahead else "o", color=GATHER, markersize=7)
     for t in range(rows):
         count = sum(1 for h in spans if h.tensor == t)
         ax.text(len(labels) - 0.3, rows - 1 - t, f"gathered {count}×", va="center", fontsize=9)
     ax.axvline((len(labels) - 1) / 2, color="black", linewidth=0.8, linestyle="--")
+    ax.grid(axis="x", color="0.85", linewidth=0.6)
+    ax.set_axisbelow(True)
     ax.set_yticks(range(rows))
     ax.set_yticklabels(list(reversed(names)), fontsize=9)
     ax.set_xlim(-0.6, len(labels) - 0.4)
@@ -96,7 +99,8 @@ def plot_gathers(modules, settings: dict[str, tuple[int, int, int]], names: list
     axes_list[-1].set_xticklabels(labels)
     axes_list[-1].set_xlabel(
         "the step's modules: forward ← dashed line → backward\n"
-        "▼ all-gathered ahead by the prefetcher   ● gathered as its module ran   bar: whole until released"
+        "on a module's tick: ▼ all-gathered ahead by the prefetcher, ● gathered for that module;"
+        " bar: whole until released after a module"
     )
     fig.tight_layout()
     plt.close(fig)
