@@ -94,11 +94,26 @@ def test_capacity_per_gpu_and_per_node():
     cpu = offload.capacity(PSI, 8, 2)
     assert (cpu["gpu"], cpu["cpu_per_node"], cpu["nvme_per_node"]) == (Fraction("16.875") * GB, 90 * GB, 0)
     nvme = offload.capacity(PSI, 16, 3, parameters=True, gpus_per_node=8, target="nvme")
-    # under max_in_cpu, DeepSpeed keeps the fp16 weight shards in host memory; optimizer state goes to NVMe
-    assert nvme["cpu_per_node"] == 8 * 2 * PSI // 16 and nvme["nvme_per_node"] == 8 * 12 * PSI // 16
+    # under max_in_cpu, DeepSpeed keeps the fp16 weight shards in host memory; the optimizer state (12 B)
+    # and the fp32 gradient shard (4 B) go to NVMe
+    assert nvme["cpu_per_node"] == 8 * 2 * PSI // 16 and nvme["nvme_per_node"] == 8 * (12 + 4) * PSI // 16
     big = offload.capacity(70 * 10**9, 8, 3, parameters=True, target="nvme")
     assert big["cpu_per_node"] == 8 * 2 * 10**9 and big["nvme_per_node"] == 8 * (
-        14 * 70 * 10**9 // 8 - 2 * 10**9
+        (14 + 4) * 70 * 10**9 // 8 - 2 * 10**9
     )
     with pytest.raises(ValueError, match="target must be"):
         offload.capacity(PSI, 8, 2, target="tape")
+
+
+def test_nvme_capacity_counts_the_fp32_gradient_shard_deepspeed_writes():
+    """7.5 B on 8 GPUs, ZeRO-3: the drive per node holds the optimizer shards, 12 B × Ψ/8 × 8 = 90 GB, plus
+    the fp32 gradient shards DeepSpeed writes, 4 B × Ψ/8 × 8 = 30 GB: 120 GB, the bytes `link_bytes` moves."""
+    for parameters in (False, True):
+        drive = offload.capacity(PSI, 8, 3, parameters=parameters, target="nvme")["nvme_per_node"]
+        assert drive == 90 * GB + 30 * GB == 120 * GB
+        # each step writes all of it once and reads it once: one GPU's share is an eighth
+        assert offload.link_bytes(PSI, 8, 3, parameters=parameters, link="nvme") == 2 * drive / 8
+    # one GPU on its node: 16 B × Ψ on its drive
+    assert offload.capacity(PSI, 1, 3, target="nvme")["nvme_per_node"] == 16 * PSI == 120 * GB
+    # host offload puts nothing on the drive
+    assert offload.capacity(PSI, 8, 3, target="cpu")["nvme_per_node"] == 0

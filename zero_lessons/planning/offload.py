@@ -6,8 +6,9 @@ Assumptions, stated once:
   its updated weight shard back.
 - Parameter offload (ZeRO-Infinity, stage 3 only) keeps the weight shard on the host: the CPU's
   step updates it there, and it crosses to the GPU for the forward and for the backward pass.
-- NVMe (stage 3 only in DeepSpeed) puts the offloaded state on a drive behind host memory, so
-  every step also reads it from the drive and writes it back (`link_bytes(..., link="nvme")`).
+- NVMe (stage 3 only in DeepSpeed) puts the offloaded state, and the fp32 gradient shard DeepSpeed writes
+  for the step, on a drive behind host memory, so every step also reads them from the drive and writes
+  them back (`link_bytes(..., link="nvme")`, `capacity(..., target="nvme")`).
 - Only model state is counted; pinned buffers and activations are left out. DeepSpeed's own
   estimator counts more on the host (`deepspeed_host`), and a plan should fit both counts.
 """
@@ -158,10 +159,10 @@ def capacity(
     package's count (the ZeRO paper's bytes per state; the ZeRO-Offload paper keeps the 16-bit gradients
     on the host instead).
 
-    NVMe needs stage 3. With it, DeepSpeed still keeps up to MAX_IN_CPU offloaded weights per GPU in host
-    memory, so those count on the host. Left out, as the package's count leaves them out: the fp32 gradient
-    shard DeepSpeed's code writes to the drive (NVME_GRAD_BYTES per element, the bytes `link_bytes` moves),
-    and its 16-bit gradient buffer and pinned staging buffers in host memory.
+    NVMe needs stage 3, and there the count follows DeepSpeed's code, as `link_bytes(..., link="nvme")`
+    does: the drive also holds the fp32 gradient shard DeepSpeed writes for the step (NVME_GRAD_BYTES per
+    element), and DeepSpeed keeps up to MAX_IN_CPU offloaded weights per GPU in host memory, so those count
+    on the host. Left out: DeepSpeed's 16-bit gradient buffer and pinned staging buffers in host memory.
     """
     checks.choice("target", target, ("cpu", "nvme"))
     on_gpu, off_gpu = offloaded(params, gpus, stage, recipe, parameters=parameters)
@@ -170,10 +171,11 @@ def capacity(
         return {"gpu": on_gpu.total, "cpu_per_node": off_gpu.total * sharing, "nvme_per_node": Fraction(0)}
     _nvme_needs_stage_3("target", as_stage(stage))
     kept = min(off_gpu.weights, MAX_IN_CPU * recipes.get(recipe).weight_bytes)
+    fp32_gradients = NVME_GRAD_BYTES * memory.shard_elements(params, gpus)
     return {
         "gpu": on_gpu.total,
         "cpu_per_node": kept * sharing,
-        "nvme_per_node": (off_gpu.total - kept) * sharing,
+        "nvme_per_node": (off_gpu.total - kept + fp32_gradients) * sharing,
     }
 
 
