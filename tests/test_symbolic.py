@@ -74,7 +74,7 @@ def test_by_stage_shows_one_latex_row_per_stage():
 
 
 def test_stage_derivation_heads_its_column_as_bytes_per_gpu_not_a_running_total():
-    """Its rows rewrite one expression; only `bytes_per_param`, which adds part by part, keeps "running total"."""
+    """Its rows rewrite one expression; only `bytes_per_param`, adding part by part, says "running total"."""
     shown = symbolic.stage_derivation(Stage.ZERO2, recipes.MIXED_ADAM)._repr_markdown_().splitlines()
     assert shown[2] == "| step | bytes per GPU |"
     assert "| step | running total |" in symbolic.bytes_per_param(recipes.MIXED_ADAM)._repr_markdown_()
