@@ -5,11 +5,11 @@ the x axis. Each bar is the planning model's bytes at that phase, stacked by kin
 states at the bottom, the step's buffers above); a black marker is what the busiest rank measured there,
 and a dashed box on the bar, where given, is how far above the model the measurement may be. A
 stretch the model has no phase for, the loss, may get a column of its own with a hollow marker.
-Grey bands mark the boundaries, where only what persists between steps is live (the model state,
-and buckets a framework keeps, such as DDP's); a dashed line marks the model's peak, and a triangle
-on it the peak's bar, so a long step's peak can be found without a label. The figure is a view of
-numbers computed elsewhere: `Panel.heights` and `Panel.labels` give them without drawing, so tests
-and other renderers read the same values.
+Grey bands mark the boundaries between passes, where no activations are live (only the model state,
+gradients once the backward pass has made them, and buckets a framework keeps); a dashed line marks the
+model's peak, and a triangle on it the peak's bar, so a long step's peak can be found without a label.
+The figure is a view of numbers computed elsewhere: `Panel.heights` and `Panel.labels` give them
+without drawing, so tests and other renderers read the same values.
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ def _groups(panels, unit: str) -> tuple[list, list, list]:
         box = plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1)))
         marks.append((box, "tolerance"))
     marks += [
-        (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "boundary: only what persists"),
+        (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "between passes: no activations"),
         (plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), "the model's peak"),
     ]
     return states, buffers, marks
