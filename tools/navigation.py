@@ -19,9 +19,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 HEADER, FOOTER = "<!-- navigation: header -->", "<!-- navigation: footer -->"
 LIVE = (
-    "Live widgets need a Python kernel: run `make lab` (JupyterLab) or `make voila` (dashboard) "
-    "from a clone, "
-    "or open the repository on Binder. A static page shows saved results only."
+    "Live widgets need a Python kernel: run `make lab` (JupyterLab) or `make voila` (lesson 05's explorer "
+    "as a dashboard) from a clone, or open the repository on Binder. A static page shows saved results only."
 )
 
 
@@ -103,10 +102,14 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs "
         "in memory and in communication. Work through them in order; each builds on the one before.",
         "",
-        "**How to run them.** From a clone: `make lab` opens these notebooks in JupyterLab; "
-        "`make voila` serves the explorer as a dashboard; `make test` checks everything. "
-        "With conda: `conda env create -f environment.yml`. "
-        "On Binder, the same `environment.yml` builds the environment. " + LIVE,
+        "**How to run them.** From a clone, `make lab` opens these notebooks in JupyterLab and `make test` "
+        "checks everything; with conda, `conda env create -f environment.yml` (Binder builds the same "
+        "environment). Every lesson runs on a laptop's CPU, no GPU needed: the labs (07, 08, 10) start real "
+        "training processes on the CPU. " + LIVE,
+        "",
+        "**Notation.** Ψ is the number of model parameters and $N_d$ the number of data-parallel GPUs. "
+        "Traffic is counted in elements (numbers sent); in fp16 or bf16 each is 2 bytes. GB means 10⁹ bytes, "
+        "GiB 2³⁰.",
         "",
         "Teaching a class? The instructor guide is `docs/instructor.md`: plans for 90 minutes and 3 hours, "
         "setup for a room, and the misconceptions to watch for.",
