@@ -288,3 +288,13 @@ def test_the_peak_table_splits_the_peak_at_the_peak_itself():
         peak, state, beyond = (Fraction(cell) for cell in row[5:])
         exact = Fraction(line.peak.total - line.peak.model_state, 10**9)
         assert state + beyond == peak and abs(beyond - exact) <= Fraction(1, 1000)
+
+
+def test_same_scale_gives_every_panel_the_tallest_panels_range():
+    shown = panels(fake_rows(2, extra=32), 2)
+    own = [ax.get_ylim() for ax in plot_step(shown, "kB").axes]
+    assert len({top for _, top in own}) > 1  # the panels' own ranges differ
+    shared = [ax.get_ylim() for ax in plot_step(shown, "kB", same_scale=True).axes]
+    assert shared == [(0, max(top for _, top in own))] * len(own)
+    with pytest.raises(TypeError, match="same_scale must be True or False"):
+        plot_step(shown, "kB", same_scale="yes")

@@ -138,20 +138,28 @@ class Panel:
         return tuple(shown)
 
 
-def plot_step(panels, unit: str = "kB", title: str = "") -> Figure:
-    """Stacked bars of the model's parts per phase, one panel per setup, measured bytes as markers."""
+def plot_step(panels, unit: str = "kB", title: str = "", same_scale: bool = False) -> Figure:
+    """Stacked bars of the model's parts per phase, one panel per setup, measured bytes as markers.
+
+    `same_scale` gives every panel the y range of the tallest, so bar heights compare across panels.
+    """
     if not isinstance(panels, (tuple, list)) or not 1 <= len(panels) <= MAX_PANELS:
         raise TypeError(f"panels must be a list of 1 to {MAX_PANELS} Panel, got {checks.shown(panels)}")
     for panel in panels:
         checks.instance("each panel", panel, Panel, "a step_figure.Panel")
     unit = units.unit_name(unit)
     checks.instance("title", title, str, "text")
+    checks.instance("same_scale", same_scale, bool, "True or False")
     head = LEGEND_ROW * _legend_rows(panels, unit) + (0.3 if title else 0.05)
     height = PANEL_HEIGHT * len(panels) + head
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height))
     axes = [axes] if len(panels) == 1 else list(axes)
     for ax, panel in zip(axes, panels, strict=True):
         _draw_panel(ax, panel, unit)
+    if same_scale:
+        top = max(ax.get_ylim()[1] for ax in axes)
+        for ax in axes:
+            ax.set_ylim(0, top)
     _legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")
