@@ -100,16 +100,20 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "# ZeRO Lessons: start here",
         "",
         "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs "
-        "in memory and in communication. Work through them in order; each builds on the one before.",
+        "in memory and in communication. Work through them in order; each builds on the one before. They "
+        'follow one short article, "DeepSpeed ZeRO stages: which training state is partitioned?": its worked '
+        "example and its three rules for choosing a stage are set out below the list of lessons.",
         "",
         "**How to run them.** From a clone, `make lab` opens these notebooks in JupyterLab and `make test` "
         "checks everything; with conda, `conda env create -f environment.yml` (Binder builds the same "
         "environment). Every lesson runs on a laptop's CPU, no GPU needed: the labs (07, 08, 10) start real "
-        "training processes on the CPU. " + LIVE,
+        "training processes on the CPU. Live widgets (lesson 05's explorer) need a Python kernel: "
+        "`make lab`, `make voila` (the explorer as a dashboard) or Binder; a static page, such as the book, "
+        "shows saved results only.",
         "",
         "**Notation.** Ψ is the number of model parameters and $N_d$ the number of data-parallel GPUs. "
         "Traffic is counted in elements (numbers sent); in fp16 or bf16 each is 2 bytes. GB means 10⁹ bytes, "
-        "GiB 2³⁰.",
+        "GiB 2³⁰; a link's Gb/s counts bits (100 Gb/s = 12.5 GB/s).",
         "",
         "Teaching a class? The instructor guide is `docs/instructor.md`: plans for 90 minutes and 3 hours, "
         "setup for a room, and the misconceptions to watch for.",
