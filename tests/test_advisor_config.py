@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-from fractions import Fraction
 
 import pytest
 
@@ -21,24 +20,32 @@ def test_offload_only_when_nothing_else_fits():
     pick = advise(70 * 10**9, 8, "40GB", cpu_memory="2TB")
     # Stage 2 keeps 140 GB of fp16 weights whole; stage 3 with only the optimizer offloaded keeps 35 GB.
     assert (pick.stage, pick.offload, pick.rule) == (Stage.ZERO3, "optimizer", "offload")
-    pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")
+    pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")  # the 17.5 GB weight shard fits 24 GB
+    assert (pick.stage, pick.offload) == (Stage.ZERO3, "optimizer")
+    on_gpu, off_gpu = offload.offloaded(70 * 10**9, 8, 3)
+    assert on_gpu.total == 17.5 * GB and off_gpu.total * 8 == 980 * GB  # 14 B per parameter on the host
+    pick = advise(70 * 10**9, 8, "16GB", cpu_memory="4TB")  # the weight shard does not fit 16 GB
     assert (pick.stage, pick.offload) == (Stage.ZERO3, "optimizer+parameters")
     on_gpu, off_gpu = offload.offloaded(70 * 10**9, 8, 3, parameters=True)
-    assert on_gpu.total == 17.5 * GB and off_gpu.total * 8 == 980 * GB
+    assert on_gpu.total == 0 and off_gpu.total * 8 == 1120 * GB
 
 
 def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
-    """Issue 14's case: 70B on 8 x 24 GB with 1 TB of host memory per node. The package's count puts 14 bytes
-    per parameter on the host (980 GB: it fits); DeepSpeed's own estimator counts 18 (an fp32 gradient copy
-    too) times its buffer factor 1.5, 1,890 GB: it does not. The advisor recommends nothing, and says why."""
+    """Issue 14's case: 70B on 8 x 24 GB with 1 TB of host memory per node. ZeRO-3 with the optimizer
+    offloaded keeps the 17.5 GB weight shard on each GPU. The package's count (the ZeRO-Offload paper's
+    split) puts 14 bytes per parameter on the host (980 GB: it fits); DeepSpeed's own estimator counts 16
+    (the gradients in fp32) times its buffer factor 1.5, 1,680 GB: it does not. Offloading the parameters
+    too fits neither count. The advisor recommends nothing, and says why."""
     pick = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB")
     assert (pick.stage, pick.offload, pick.rule) == (None, "none", "does-not-fit")
-    (why,) = [r for r in pick.reasons if r.startswith("ZeRO-3 with optimizer+parameters offload")]
-    assert "980 GB by the package's count" in why and "1890 GB by DeepSpeed's estimator" in why
-    assert "DeepSpeed's accounting does not fit" in why and "fp32 copy of the gradients" in why
-    assert "27 bytes per parameter across the hosts, where the package counts 14" in why
-    estimate = ds_estimator.zero3(70 * 10**9, 0, 8, cpu_offload=True, cpu_offload_params=True)
-    assert estimate.cpu_bytes == 1890 * GB
+    (why,) = [r for r in pick.reasons if r.startswith("ZeRO-3 with optimizer offload")]
+    assert "980 GB by the package's count" in why and "1680 GB by DeepSpeed's estimator" in why
+    assert "DeepSpeed's accounting does not fit" in why and "gradients on the host in fp32" in why
+    assert "24 bytes per parameter across the hosts, where the package counts 14" in why
+    (both,) = [r for r in pick.reasons if r.startswith("ZeRO-3 with optimizer+parameters offload")]
+    assert "1120 GB by the package's count" in both and both.endswith("1000 GB: neither count fits")
+    estimate = ds_estimator.zero3(70 * 10**9, 0, 8, cpu_offload=True, cpu_offload_params=False)
+    assert estimate.cpu_bytes == 1680 * GB
     assert (
         "DeepSpeed's accounting does not fit"
         in cli(
@@ -50,20 +57,20 @@ def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
 def test_the_offload_order_is_stated_once_and_both_counts_are_checked():
     setup = Setup(70 * 10**9, 8, gpu_memory="24GB")
     assert [(p.stage, p.offload) for p in offload.plans(setup, 0, 8)] == list(offload.ORDER)
-    assert offload.least(setup, 0, 10**12, 8).offload == "optimizer+parameters"  # by the package's count
-    assert offload.deepspeed_host(setup, 3, "optimizer+parameters", 8) > 10**12  # DeepSpeed's does not
+    assert offload.least(setup, 0, 10**12, 8).offload == "optimizer"  # by the package's count
+    assert offload.deepspeed_host(setup, 3, "optimizer", 8) > 10**12  # DeepSpeed's does not
 
 
 def test_thin_headroom_and_activations_left_at_zero_are_flagged():
     """The warning fires when a pick leaves under 10% free, which only a headroom under 10% allows."""
-    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB", headroom=0)  # ZeRO-Offload: 1.25 GB free
+    pick = advise(7_500_000_000, 4, "16GB", cpu_memory="256GB", headroom=0)  # ZeRO-Offload: 1 GB free
     assert (pick.stage, pick.offload) == (Stage.ZERO2, "optimizer")
-    assert any("only 1.25 GB of 20 GB per GPU is left free, under 10%" in w for w in pick.warnings)
-    # the warning names the next choice in offload's order that leaves 10%: ZeRO-3 keeps 3.75 + 3.75 GB
-    assert any(w.endswith("; ZeRO-3 with optimizer offload would leave 12.5 GB free") for w in pick.warnings)
+    assert any("only 1 GB of 16 GB per GPU is left free, under 10%" in w for w in pick.warnings)
+    # the warning names the next choice in offload's order that leaves 10%: ZeRO-3 keeps a 3.75 GB shard
+    assert any(w.endswith("; ZeRO-3 with optimizer offload would leave 12.25 GB free") for w in pick.warnings)
     assert any("activations were left at 0" in w for w in pick.warnings)
-    host = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")  # DeepSpeed's 1,890 GB of 2,000 GB: 5.5% free
-    assert any("110 GB of 2000 GB of host memory per node is left free" in w for w in host.warnings)
+    host = advise(70 * 10**9, 8, "24GB", cpu_memory="1.8TB")  # DeepSpeed's 1,680 GB of 1,800 GB: 6.7% free
+    assert any("120 GB of 1800 GB of host memory per node is left free" in w for w in host.warnings)
     roomy = advise(7_500_000_000, 8, "80GB", activations="10GB")  # 51.25 GB of 80 GB, activations given
     assert roomy.warnings == ()
     tight = advise(7_500_000_000, 8, "44GB", activations="1GB", headroom="3%")  # ZeRO-1: 42.25 GB of 44 GB
@@ -74,18 +81,17 @@ def test_thin_headroom_and_activations_left_at_zero_are_flagged():
 
 
 def test_offload_leaves_the_headroom_free_too():
-    """7.5 B on 4 x 20 GB: ZeRO-2 with the optimizer offloaded keeps 18.75 GB, 6.25% free, so the advice
-    takes the next offload, ZeRO-3's 7.5 GB, and says in one reason what it passed over."""
-    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB")
+    """7.5 B on 4 x 16 GB: ZeRO-2 with the optimizer offloaded keeps the 15 GB of whole 16-bit weights,
+    6.25% free, so the advice takes the next offload, ZeRO-3's 3.75 GB shard, and says in one reason what it
+    passed over."""
+    pick = advise(7_500_000_000, 4, "16GB", cpu_memory="256GB")
     assert (pick.stage, pick.offload, pick.rule) == (Stage.ZERO3, "optimizer", "offload")
-    assert offload.offloaded(7_500_000_000, 4, 2)[0].total == Fraction("18.75") * GB
+    assert offload.offloaded(7_500_000_000, 4, 2)[0].total == 15 * GB
     (passed,) = [r for r in pick.reasons if "would fit with only" in r]
-    assert passed.startswith(
-        "ZeRO-2 with optimizer offload would fit with only 1.25 GB (6.3%) free: under 10%"
-    )
+    assert passed.startswith("ZeRO-2 with optimizer offload would fit with only 1 GB (6.3%) free: under 10%")
     # it comes before the offload it chose, as the reader meets them in offload's order
     assert pick.reasons.index(passed) < next(
-        i for i, r in enumerate(pick.reasons) if r.startswith("ZeRO-3 with optimizer offload: 7.5 GB")
+        i for i, r in enumerate(pick.reasons) if r.startswith("ZeRO-3 with optimizer offload: 3.75 GB")
     )
     assert [w for w in pick.warnings if "per GPU is left free" in w] == []
     # 16 GB cards: stage 3 alone keeps 15 GB (6.25% free); with host memory the advice offloads instead
@@ -101,27 +107,30 @@ def test_offload_leaves_the_headroom_free_too():
 
 
 def test_the_lowest_offload_that_leaves_the_headroom_is_the_choice():
-    """With headroom=0 (the bare rule), ZeRO-2 with optimizer offload fits 4 x 20 GB until 2 GB of
-    activations join its 18.75 GB; then the advice moves to ZeRO-3 by itself. With the default 10% it is
+    """With headroom=0 (the bare rule), ZeRO-2 with optimizer offload fits 4 x 16 GB until 2 GB of
+    activations join its 15 GB; then the advice moves to ZeRO-3 by itself. With the default 10% it is
     ZeRO-3 either way."""
-    bare = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB", activations="2GB", headroom=0)
+    assert advise(7_500_000_000, 4, "16GB", cpu_memory="256GB", headroom=0).stage == Stage.ZERO2
+    bare = advise(7_500_000_000, 4, "16GB", cpu_memory="256GB", activations="2GB", headroom=0)
     assert (bare.stage, bare.offload, bare.warnings) == (Stage.ZERO3, "optimizer", ())
-    assert bare.needs[Stage.ZERO3] == 32 * GB and "ZeRO-3 with optimizer offload: 9.5 GB per GPU" in str(bare)
-    pick = advise(7_500_000_000, 4, "20GB", cpu_memory="256GB", activations="2GB")
+    assert bare.needs[Stage.ZERO3] == 32 * GB
+    assert "ZeRO-3 with optimizer offload: 5.75 GB per GPU before the gathered layers" in str(bare)
+    pick = advise(7_500_000_000, 4, "16GB", cpu_memory="256GB", activations="2GB")
     assert (pick.stage, pick.offload, pick.warnings) == (Stage.ZERO3, "optimizer", ())
-    assert not any("would fit with only" in r for r in pick.reasons)  # ZeRO-2's 20.75 GB does not fit at all
+    assert not any("would fit with only" in r for r in pick.reasons)  # ZeRO-2's 17 GB does not fit at all
 
 
 def test_stage_3_host_figures_assume_zero_init_and_say_so():
-    """DeepSpeed's 1,890 GB for 70B on 8 x 24 GB is its zero_init=1 line; without zero.Init each of the 8
+    """DeepSpeed's 1,680 GB for 70B on 8 x 24 GB is its zero_init=1 line; without zero.Init each of the 8
     processes builds the fp32 model first: 4 B x 70e9 x 8 x 1.5 = 3,360 GB. No config key turns it on."""
     pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")
-    assert any("1890 GB by DeepSpeed's estimator with zero.Init, of 2000 GB: fits" in r for r in pick.reasons)
+    assert any("1680 GB by DeepSpeed's estimator with zero.Init, of 2000 GB: fits" in r for r in pick.reasons)
     (warning,) = [w for w in pick.warnings if "zero.Init" in w]
     assert "code, not a config key" in warning and "3360 GB per node" in warning
     setup = Setup(70 * 10**9, 8)
-    bare = offload.deepspeed_host(setup, 3, "optimizer+parameters", 8, zero_init=False)
-    assert bare == 4 * 70 * 10**9 * 8 * 3 // 2 == 3360 * GB
+    for what in ("optimizer", "optimizer+parameters"):
+        bare = offload.deepspeed_host(setup, 3, what, 8, zero_init=False)
+        assert bare == 4 * 70 * 10**9 * 8 * 3 // 2 == 3360 * GB
     assert "zero.Init" not in json.dumps(pick.ds_config())  # the config cannot say it
     roomy = advise(70 * 10**9, 8, "24GB", cpu_memory="4TB")  # 3,360 GB fits too: nothing to warn about
     assert not any("zero.Init" in w for w in roomy.warnings)
@@ -153,7 +162,7 @@ def test_the_rankings_deepspeed_figures_are_the_traffic_rules_at_real_size():
 def test_zero_offload_when_stage_two_with_host_optimizer_fits():
     pick = advise(7_500_000_000, 8, "20GB", cpu_memory="256GB")  # stage 3's 15 GB fits: no offload needed
     assert (pick.stage, pick.offload) == (Stage.ZERO3, "none")
-    pick = advise(7_500_000_000, 4, "24GB", cpu_memory="256GB")  # stage 3 needs 30 GB; ZeRO-Offload 18.75
+    pick = advise(7_500_000_000, 4, "24GB", cpu_memory="256GB")  # stage 3 needs 30 GB; ZeRO-Offload 15
     assert (pick.stage, pick.offload) == (Stage.ZERO2, "optimizer")
 
 
@@ -163,8 +172,11 @@ def test_nothing_fits_without_host_memory_or_with_too_little():
     assert any("no host memory given" in r for r in pick.reasons)
     pick = advise(70 * 10**9, 8, "10GB", cpu_memory="512GB")
     assert (pick.stage, pick.rule) == (None, "does-not-fit")
-    last = "even with optimizer and parameters offloaded, 17.5 GB per GPU is more than 10 GB"
-    assert pick.reasons[-2:] == (last, "what would help: more GPUs, or a smaller model or batch")
+    last = "no offload fits: each one that fits the GPU needs more than 512 GB of host memory per node, even "
+    assert pick.reasons[-2].startswith(last)
+    full = advise(70 * 10**9, 8, "10GB", activations="9.5GB", cpu_memory="4TB")  # 9.5 GB on every GPU
+    last = "even with optimizer and parameters offloaded, 9.5 GB per GPU is more than 9 GB, what 10 GB holds"
+    assert full.reasons[-2].startswith(last)
 
 
 def test_nothing_fits_never_recommends_what_it_just_ruled_out():
@@ -172,7 +184,7 @@ def test_nothing_fits_never_recommends_what_it_just_ruled_out():
     untried, on_host, on_gpu = (
         advise(70 * 10**9, 8, "24GB"),  # no host memory given
         advise(70 * 10**9, 8, "24GB", cpu_memory="1TB"),  # the GPU part fits, DeepSpeed's host count does not
-        advise(70 * 10**9, 8, "10GB", cpu_memory="512GB"),  # not even the GPU part fits
+        advise(70 * 10**9, 8, "10GB", cpu_memory="512GB"),  # no host count fits
     )
     assert "offload to host memory" in untried.reasons[-1]
     for pick in (on_host, on_gpu):
@@ -188,10 +200,10 @@ def test_nothing_fits_never_recommends_what_it_just_ruled_out():
 
 
 def test_no_offload_fits_names_the_count_that_refused_it():
-    """980 GB fits 1 TB by the package's count; DeepSpeed's 1,890 GB not. At 500 GB neither count fits."""
+    """980 GB fits 1 TB by the package's count; DeepSpeed's 1,680 GB not. At 500 GB neither count fits."""
     one_tb = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB").reasons[-2]
     assert one_tb == (
-        "no offload fits: ZeRO-3 with optimizer+parameters offload fits 1000 GB of host memory per node "
+        "no offload fits: ZeRO-3 with optimizer offload fits 1000 GB of host memory per node "
         "by the package's count only, and the advice asks for both counts"
     )
     small = advise(70 * 10**9, 8, "24GB", cpu_memory="500GB").reasons[-2]
@@ -362,7 +374,7 @@ def test_cli_advise_refuses_a_bad_headroom_in_one_line(text):
 def test_advice_html_for_the_explorer():
     pick = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB")
     markup = html.advice_html(pick)
-    assert markup.startswith("<div class='zero-advice'><b>use ZeRO-3 with optimizer+parameters offload</b>")
-    # the four stages, "stage 3 would fit on 52 GPUs, ...", the chosen offload, three warnings, the ranking
-    assert markup.count("<li>") == len(pick.reasons) + len(pick.warnings) + 1 == 10
-    assert "<li>warning: only 110 GB of 2000 GB of host memory per node" in markup
+    assert markup.startswith("<div class='zero-advice'><b>use ZeRO-3 with optimizer offload</b>")
+    # the four stages, "stage 3 would fit on 52 GPUs, ...", the chosen offload, two warnings, the ranking
+    assert markup.count("<li>") == len(pick.reasons) + len(pick.warnings) + 1 == 9
+    assert "<li>warning: the host fits only if the training script builds the model inside" in markup

@@ -12,17 +12,26 @@ from zero_lessons.planning import offload
 PSI = 7_500_000_000
 
 
-@pytest.mark.parametrize("stage, parameters", [(1, False), (2, False), (3, False), (3, True)])
+@pytest.mark.parametrize("stage, parameters", [(2, False), (3, False), (3, True)])
 def test_offload_conserves_bytes(stage, parameters):
     on_gpu, off_gpu = offload.offloaded(PSI, 8, stage, parameters=parameters)
     assert on_gpu.total + off_gpu.total == per_gpu(PSI, 8, stage).total
-    assert on_gpu.optimizer == 0
+    assert on_gpu.optimizer == on_gpu.gradients == 0  # the ZeRO-Offload paper's split: gradients on the host
+
+
+def test_zero_1_offload_copies_the_reduced_gradient_shard_down():
+    """ZeRO-1 holds whole gradients on the GPU; only the reduced shard goes down for the CPU's step."""
+    on_gpu, off_gpu = offload.offloaded(PSI, 8, 1)
+    held = per_gpu(PSI, 8, 1)
+    assert on_gpu.gradients == held.gradients == 15 * GB
+    assert off_gpu.gradients == per_gpu(PSI, 8, 2).gradients == Fraction("1.875") * GB
+    assert on_gpu.total + off_gpu.total == held.total + off_gpu.gradients
 
 
 def test_zero_offload_numbers_for_the_article_example():
     on_gpu, off_gpu = offload.offloaded(PSI, 8, 2)
-    assert on_gpu.total == 15 * GB + Fraction("1.875") * GB  # full fp16 weights + gradient shard
-    assert off_gpu.total == Fraction("11.25") * GB
+    assert on_gpu.total == 15 * GB  # whole fp16 weights: 2 bytes per parameter
+    assert off_gpu.total == Fraction("13.125") * GB  # 16-bit gradient shard + optimizer shard, 14 B × Ψ/8
     # gradient shard down and weight shard up: 2 + 2 bytes on Ψ/8 elements = 3.75 GB, 0.15 s at 25 GB/s.
     assert offload.link_bytes(PSI, 8, 2) == Fraction("3.75") * GB
     assert offload.link_time(PSI, 8, 2, "25 GB/s") == Fraction(3, 20)
@@ -92,15 +101,21 @@ def test_compute_time_six_flops_per_parameter_per_token():
 
 def test_capacity_per_gpu_and_per_node():
     cpu = offload.capacity(PSI, 8, 2)
-    assert (cpu["gpu"], cpu["cpu_per_node"], cpu["nvme_per_node"]) == (Fraction("16.875") * GB, 90 * GB, 0)
+    assert (cpu["gpu"], cpu["cpu_per_node"], cpu["nvme_per_node"]) == (15 * GB, 105 * GB, 0)
     nvme = offload.capacity(PSI, 16, 3, parameters=True, gpus_per_node=8, target="nvme")
-    # under max_in_cpu, DeepSpeed keeps the fp16 weight shards in host memory; the optimizer state (12 B)
-    # and the fp32 gradient shard (4 B) go to NVMe
-    assert nvme["cpu_per_node"] == 8 * 2 * PSI // 16 and nvme["nvme_per_node"] == 8 * (12 + 4) * PSI // 16
+    # under max_in_cpu, DeepSpeed keeps the fp16 weight shards in host memory, beside its 16-bit gradient
+    # buffer; the optimizer state (12 B) and the fp32 gradient shard (4 B) go to NVMe
+    assert nvme["gpu"] == 0 and nvme["cpu_per_node"] == 8 * (2 + 2) * PSI // 16
+    assert nvme["nvme_per_node"] == 8 * (12 + 4) * PSI // 16
     big = offload.capacity(70 * 10**9, 8, 3, parameters=True, target="nvme")
-    assert big["cpu_per_node"] == 8 * 2 * 10**9 and big["nvme_per_node"] == 8 * (
-        (14 + 4) * 70 * 10**9 // 8 - 2 * 10**9
-    )
+    assert big["cpu_per_node"] == 8 * (2 * 10**9 + 2 * 70 * 10**9 // 8)
+    assert big["nvme_per_node"] == 8 * ((14 + 4) * 70 * 10**9 // 8 - 2 * 10**9)
+    # optimizer offload only: the weight shard stays on the GPU, the host holds the 16-bit gradient shard
+    assert offload.capacity(PSI, 8, 3, target="nvme") == {
+        "gpu": Fraction("1.875") * GB,
+        "cpu_per_node": 15 * GB,
+        "nvme_per_node": 120 * GB,
+    }
     with pytest.raises(ValueError, match="target must be"):
         offload.capacity(PSI, 8, 2, target="tape")
 

@@ -36,8 +36,8 @@ CHOICES = {
     (2, "none"): (10**10, 8, "44GB", None),
     (3, "none"): (10**9, 2, "9GB", None),
     (2, "optimizer"): (10**9, 1, "8GB", "64GB"),
-    (3, "optimizer"): (10**10, 2, "24GB", "512GB"),
-    (3, "optimizer+parameters"): (10**10, 1, "24GB", "512GB"),
+    (3, "optimizer"): (10**10, 2, "16GB", "512GB"),
+    (3, "optimizer+parameters"): (10**10, 1, "16GB", "512GB"),
 }
 #: The script's MLP and data, written out again here so that the counts and the reference are independent.
 WIDTHS = (32, 512, 512, 8)

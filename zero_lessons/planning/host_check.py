@@ -86,13 +86,16 @@ def host_reason(
 ) -> str:
     """One offload choice's GPU and host memory, by the package's count and by DeepSpeed's estimator."""
     init = " with zero.Init" if plan.stage is Stage.ZERO3 else ""
+    gathered = " before the gathered layers" if plan.stage is Stage.ZERO3 else ""
     head = (
-        f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU; host memory per node "
-        f"{show(plan.host)} by the package's count and {show(ds_host)} by DeepSpeed's estimator{init}, "
+        f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU{gathered}; host memory per "
+        f"node {show(plan.host)} by the package's count and {show(ds_host)} by DeepSpeed's estimator{init}, "
         f"of {show(host)}"
     )
     if ds_host <= host:
         return head + (": fits" if plan.host <= host else ": the package's count does not fit")
+    if plan.host > host:
+        return head + ": neither count fits"
     nodes = offload.node_count(setup.gpus, per_node)
     ours, theirs = (units.format_number(Fraction(b * nodes, setup.params), 2) for b in (plan.host, ds_host))
     return (

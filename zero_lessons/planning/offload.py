@@ -1,9 +1,11 @@
 """CPU and NVMe offload as a first model: capacity gained on the GPU, bytes paid on the links.
 
-Assumptions, stated once:
-- Optimizer offload (ZeRO-Offload) moves each GPU's optimizer shard to host memory, and the
-  CPU runs the optimizer step. Every step, the GPU sends its gradient shard down and receives
-  its updated weight shard back.
+Assumptions, stated once (the package's count, which is the ZeRO-Offload paper's split):
+- Optimizer offload (ZeRO-Offload) moves each GPU's optimizer shard and its 16-bit gradient shard to
+  host memory, and the CPU runs the optimizer step: only the 16-bit weights (whole at stages 1-2, a
+  shard at stage 3) stay on the GPU. Every step, the GPU sends its gradient shard down and receives
+  its updated weight shard back. Gradients exist on the GPU only while the backward pass makes and
+  reduces them, a transient like the activations, which this count leaves out.
 - Parameter offload (ZeRO-Infinity, stage 3 only) keeps the weight shard on the host: the CPU's
   step updates it there, and it crosses to the GPU for the forward and for the backward pass.
 - NVMe (stage 3 only in DeepSpeed) puts the offloaded state, and the fp32 gradient shard DeepSpeed writes
@@ -45,8 +47,8 @@ ORDER = ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "
 DEEPSPEED_HOST = {
     Stage.ZERO2: "DeepSpeed's ZeRO-2 offload estimate grows with the cluster: max(4 × GPUs, 16) bytes per "
     "parameter on every node, times a buffer factor of 1.5",
-    Stage.ZERO3: "DeepSpeed also keeps an fp32 copy of the gradients on the host (4 bytes per parameter the "
-    "package leaves out) and multiplies by a buffer factor of 1.5",
+    Stage.ZERO3: "DeepSpeed's estimator counts the gradients on the host in fp32 (4 bytes per parameter, "
+    "where the package counts 2 in 16 bits) and multiplies by a buffer factor of 1.5",
 }
 
 
@@ -65,9 +67,12 @@ def _split(setup: Setup, stage: Stage, offload: str) -> tuple[Breakdown, Breakdo
     """Per-GPU bytes (left on the GPU, moved to the host) for a checked setup and an allowed combination."""
     held = memory.breakdown(setup, stage)
     weights_moved = held.weights if offload == "optimizer+parameters" else Fraction(0)
+    # the reduced gradient shard goes down for the CPU's step; ZeRO-1 still holds whole gradients on the GPU
+    shard = memory.breakdown(setup, Stage.ZERO2).gradients
+    kept = held.gradients if stage is Stage.ZERO1 else Fraction(0)
     return (
-        Breakdown(held.weights - weights_moved, held.gradients, Fraction(0)),
-        Breakdown(weights_moved, Fraction(0), held.optimizer),
+        Breakdown(held.weights - weights_moved, kept, Fraction(0)),
+        Breakdown(weights_moved, shard, held.optimizer),
     )
 
 
@@ -156,13 +161,13 @@ def capacity(
     target: str = "cpu",
 ) -> dict[str, Fraction]:
     """Bytes needed per GPU, and per node on the host (`target="cpu"`) or on NVMe (`target="nvme"`), by the
-    package's count (the ZeRO paper's bytes per state; the ZeRO-Offload paper keeps the 16-bit gradients
-    on the host instead).
+    package's count (the ZeRO paper's bytes per state, placed as the ZeRO-Offload paper places them).
 
     NVMe needs stage 3, and there the count follows DeepSpeed's code, as `link_bytes(..., link="nvme")`
     does: the drive also holds the fp32 gradient shard DeepSpeed writes for the step (NVME_GRAD_BYTES per
     element), and DeepSpeed keeps up to MAX_IN_CPU offloaded weights per GPU in host memory, so those count
-    on the host. Left out: DeepSpeed's 16-bit gradient buffer and pinned staging buffers in host memory.
+    on the host, with the 16-bit gradient shard (DeepSpeed's host gradient buffer). Left out: pinned
+    staging buffers in host memory.
     """
     checks.choice("target", target, ("cpu", "nvme"))
     on_gpu, off_gpu = offloaded(params, gpus, stage, recipe, parameters=parameters)
@@ -174,8 +179,8 @@ def capacity(
     fp32_gradients = NVME_GRAD_BYTES * memory.shard_elements(params, gpus)
     return {
         "gpu": on_gpu.total,
-        "cpu_per_node": kept * sharing,
-        "nvme_per_node": (off_gpu.total - kept + fp32_gradients) * sharing,
+        "cpu_per_node": (kept + off_gpu.gradients) * sharing,
+        "nvme_per_node": (off_gpu.optimizer + off_gpu.weights - kept + fp32_gradients) * sharing,
     }
 
 

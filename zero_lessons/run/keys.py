@@ -61,8 +61,8 @@ KEYS: tuple[Key, ...] = (
         "gradient partition is allocated earlier in the backward pass", "reduce_bucket_size"),
     Key("zero_optimization.allgather_bucket_size", KNOBS.allgather_bucket_size, 50_000_000, "traffic",
         "stages 1-2: elements per weight all-gather; splits traffic, not memory", "allgather_bucket_size"),
-    Key("zero_optimization.offload_optimizer.device", "none", "cpu", "memory and traffic", "keep the "
-        "optimizer state and its step on the host: GPU memory drops, every step crosses the host link"),
+    Key("zero_optimization.offload_optimizer.device", "none", "cpu", "memory and traffic", "gradient "
+        "and optimizer shards, and the step, on the host: GPU memory drops, every step crosses the link"),
     Key("zero_optimization.offload_optimizer.pin_memory", False, True, "host memory", "page-locked host "
         "buffers: faster copies over the link, but that host memory can never be swapped out"),
     Key("zero_optimization.stage3_prefetch_bucket_size", KNOBS.prefetch_bucket_size, 0, "memory", "stage 3: "

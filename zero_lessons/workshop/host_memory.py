@@ -111,7 +111,7 @@ def _formula(one, two) -> str:
         ] * bool(split)
         if shown:
             terms.append(f"({' + '.join(shown)}) {label}" if len(shown) > 1 else f"{shown[0]} {label}")
-    return " + ".join(terms) or "nothing"
+    return " + ".join(terms) or "no model state"
 
 
 def split_text() -> str:
