@@ -32,8 +32,8 @@ ADVISE = {
     (2, "none"): "--params 10B --gpus 8 --gpu-memory 44GB",
     (3, "none"): "--params 1B --gpus 2 --gpu-memory 9GB",
     (2, "optimizer"): "--params 1B --gpus 1 --gpu-memory 8GB --cpu-memory 64GB",
-    (3, "optimizer"): "--params 10B --gpus 2 --gpu-memory 24GB --cpu-memory 512GB",
-    (3, "optimizer+parameters"): "--params 10B --gpus 1 --gpu-memory 24GB --cpu-memory 512GB",
+    (3, "optimizer"): "--params 10B --gpus 2 --gpu-memory 16GB --cpu-memory 512GB",
+    (3, "optimizer+parameters"): "--params 10B --gpus 1 --gpu-memory 16GB --cpu-memory 512GB",
 }
 TENSORS = 6  #: the script's MLP: a weight and a bias in each of 3 layers
 STEPS = 2  #: the fewest whose last snapshot has Adam's state; and CPU Adam resumes after step 2 with a

@@ -34,8 +34,8 @@ RULES = {
     "little room, so stage 3 (not Rule 2: the whole parameters fit), or add GPUs until stage 2 fits.",
     "activations": "Rule 3: model state fits under stage 3 but activations do not, so add activation "
     "checkpointing or use a smaller micro-batch.",
-    "offload": "Offload (not a numbered rule): not even stage 3 fits on the GPUs, so offload state to "
-    "host memory, at a cost in PCIe traffic.",
+    "offload": "Offload (not a numbered rule): no stage fits on the GPUs alone, so move state to host "
+    "memory, at a cost in PCIe traffic; with it, the lowest stage that fits is taken.",
     "does-not-fit": "No rule is enough: even under stage 3 the model state leaves too little room on these "
     "GPUs.",
 }
