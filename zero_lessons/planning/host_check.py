@@ -88,9 +88,9 @@ def host_reason(
     init = " with zero.Init" if plan.stage is Stage.ZERO3 else ""
     gathered = " before the gathered layers" if plan.stage is Stage.ZERO3 else ""
     head = (
-        f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU{gathered}; host memory per "
-        f"node {show(plan.host)} by the package's count and {show(ds_host)} by DeepSpeed's estimator{init}, "
-        f"of {show(host)}"
+        f"{plan.stage.label} with {plan.offload} offload: {show(plan.gpu)} per GPU{gathered}; host memory "
+        f"per node {show(plan.host)} by the package's count and {show(ds_host)} by DeepSpeed's "
+        f"estimator{init}, of {show(host)}"
     )
     if ds_host <= host:
         return head + (": fits" if plan.host <= host else ": the package's count does not fit")
