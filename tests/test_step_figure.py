@@ -123,7 +123,7 @@ def test_a_long_step_names_its_runs_and_its_peak_in_the_title():
         assert named["step"].name == "optimizer step"
         assert (
             ax.get_title(loc="right")
-            == f"model peak {units.format_number(t.peak.total / 10**9, 1)} GB at {t.peak.name}"
+            == f"step-model peak {units.format_number(t.peak.total / 10**9, 1)} GB at {t.peak.name}"
         )
         (over,) = [a for a in ax.get_lines() if a.get_gid() == "peak bar"]
         assert list(over.get_xdata()) == [t.peak_index]
@@ -298,3 +298,48 @@ def test_same_scale_gives_every_panel_the_tallest_panels_range():
     assert shared == [(0, max(top for _, top in own))] * len(own)
     with pytest.raises(TypeError, match="same_scale must be True or False"):
         plot_step(shown, "kB", same_scale="yes")
+
+
+def test_the_measured_table_rounds_the_measurement_and_its_difference_adds_up():
+    from zero_lessons.present.step_tables import measured_table
+
+    table = measured_table(
+        [("ZeRO-3", "forward relu 3", 54_944, 56_992, 2_112), ("DDP", "step", 100, 104, 64)]
+    )
+    assert table.head[2:] == ("step model kB", "measured kB", "measured − step model kB", "tolerance B")
+    assert table.body[0] == ("ZeRO-3", "forward relu 3", "54.9", "57.0", "2.1", "2,112")
+    assert table.body[1][2:] == ("0.1", "0.1", "0.0", "64")  # 4 bytes more is not shown to 0.1 kB
+    with pytest.raises(TypeError, match="rows must be"):
+        measured_table([("DDP", "step", 1)])
+    with pytest.raises(TypeError, match="rows must be"):
+        measured_table([])
+
+
+def test_the_text_table_shows_numbers_with_separators_and_right_aligns_number_columns():
+    from zero_lessons.present.step_tables import text_table
+
+    table = text_table(("setup", "bytes", "GB"), [("FSDP2", 13_728, 0.41), ("ZeRO-3", 16_896, 1.65)])
+    assert table.body == (("FSDP2", "13,728", "0.41"), ("ZeRO-3", "16,896", "1.65"))
+    assert table.numeric == (False, True, True)
+    assert "| --- | --: | --: |" in table._repr_markdown_()
+    with pytest.raises(TypeError, match="each row must be 3 texts or numbers"):
+        text_table(("a", "b", "c"), [("x", 1)])
+    with pytest.raises(TypeError, match="each row must be 1 texts or numbers"):
+        text_table(("a",), [(True,)])
+    with pytest.raises(TypeError, match="head and rows must be"):
+        text_table((), [("x",)])
+
+
+def test_the_knob_table_says_what_each_knob_trades_and_keeps_the_peaks():
+    from zero_lessons.present.step_tables import TRADES, knob_table
+
+    knobs = effects(BIG, 8)
+    table = knob_table(knobs)
+    head, *body = knobs.cells()
+    assert table.head == (*head[:5], "what it trades")
+    assert [r[:5] for r in table.body] == [tuple(r[:5]) for r in body]
+    assert {r[1] for r in table.body} == set(TRADES)  # every knob of CHANGES has its words
+    ddp = next(r for r in table.body if r[1] == "bucket_cap_mb")
+    assert ddp[4] == "0.00" and "DDP keeps a bucket for every gradient" in ddp[5]
+    with pytest.raises(TypeError, match="effects"):
+        knob_table("knobs")

@@ -180,7 +180,7 @@ def _draw_panel(ax, panel: Panel, unit: str) -> None:
     ax.axhline(peak, color="crimson", ls="--", lw=0.9, zorder=1, gid="peak")
     shown = units.format_number(Fraction(t.peak.total) / size, 1)
     ax.set_title(panel.title.replace("$", r"\$"), fontsize=9, loc="left", pad=3)
-    right = f"model peak {shown} {unit} at {t.peak.name}"  # the full name, as the tables write it
+    right = f"step-model peak {shown} {unit} at {t.peak.name}"  # the full name, as the tables write it
     ax.set_title(right, fontsize=8, loc="right", pad=3, color="crimson")
     xs, loss_x = panel.columns()
     lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond
@@ -295,6 +295,6 @@ def _groups(panels, unit: str) -> tuple[list, list, list]:
         marks.append((box, "tolerance"))
     marks += [
         (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "between passes: no activations"),
-        (plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), "the model's peak"),
+        (plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), "the step model's peak"),
     ]
     return states, buffers, marks

@@ -1,5 +1,6 @@
 """Memory over one step as tables for a lesson: what a rank holds at one phase, each setup's peak,
-stage 3's prefetch walk step by step, and what it holds gathered at one step, tensor by tensor.
+stage 3's prefetch walk step by step, what it holds gathered at one step, tensor by tensor, and the step
+model beside the lab's measurement.
 
 Both show exact bytes rounded only here, in the unit asked for, and render as Markdown and HTML.
 """
@@ -12,6 +13,7 @@ from html import escape
 
 from .. import checks, units
 from ..planning.step_coordinator import Visit, replay, walk
+from ..planning.step_effects import EffectTable
 from ..planning.step_knobs import DeepSpeed
 from ..planning.step_model import Model
 from ..planning.step_parts import KINDS, Phase, Timeline
@@ -108,6 +110,61 @@ def peak_table(timelines, unit: str = "GB") -> Table:
         f"beyond model state at the peak {unit}",
     )
     return Table(head, tuple(body), (False, True, False, True, False, True, True, True))
+
+
+#: What turning each knob of `planning.step_effects.CHANGES` trades, as the knob table of lesson 09 says it.
+TRADES = {
+    "reduce_bucket_size": "the peak, and how many reductions carry the same gradients",
+    "allgather_bucket_size": "nothing with gloo or NCCL: DeepSpeed ignores it (all_gather_into_tensor)",
+    "overlap_comm": "the peak, and when gradients are sent: a second bucket, sent while backward runs",
+    **dict.fromkeys(
+        ("prefetch_bucket_size", "max_live_parameters", "max_reuse_distance", "reshard_after_forward"),
+        "the peak against the all-gathers' volume: weights kept, or gathered again",
+    ),
+    "bucket_cap_mb": "traffic only: DDP keeps a bucket for every gradient; a larger cap makes fewer",
+    "activation checkpointing": "the peak only, most of all; it costs compute, not traffic",
+}
+
+
+def knob_table(effects: EffectTable) -> Table:
+    """Each change and how far it moves the peak (`EffectTable`'s columns), then what it trades (`TRADES`;
+    a knob not listed there keeps its traffic line)."""
+    checks.instance("effects", effects, EffectTable, "planning.step_effects.effects(model, gpus)")
+    head, *body = effects.cells()
+    rows = tuple((*r[:5], TRADES.get(r[1], r[5])) for r in body)
+    return Table((*head[:5], "what it trades"), rows, (False, False, False, True, True, False))
+
+
+def text_table(head, rows) -> Table:
+    """A few rows of values as a table: text as it is, numbers with thousands separators ("16,896", "0.41");
+    a column whose every value is a number is right-aligned."""
+    if not (isinstance(head, (tuple, list)) and head and isinstance(rows, (tuple, list)) and rows):
+        raise TypeError(f"head and rows must be non-empty lists, got {checks.shown((head, rows))}")
+    for row in (head, *rows):
+        bad = [v for v in row if isinstance(v, bool) or not isinstance(v, (str, int, float))]
+        if bad or len(row) != len(head):
+            raise TypeError(f"each row must be {len(head)} texts or numbers, got {checks.shown(row)}")
+    body = tuple(tuple(v if isinstance(v, str) else f"{v:,}" for v in row) for row in rows)
+    numeric = tuple(all(not isinstance(r[i], str) for r in rows) for i in range(len(head)))
+    return Table(tuple(head), body, numeric)
+
+
+def measured_table(rows, unit: str = "kB", digits: int = 1) -> Table:
+    """Per (setup, phase, step model bytes, measured bytes, tolerance bytes) row: the step model beside the
+    measurement, in `unit` to `digits` decimals, and the tolerance in exact bytes. Measured bytes can differ
+    between runs by a few bytes of scalars, so they are shown rounded; the difference is that of the values
+    as shown, so a row adds up."""
+    unit = units.unit_name(unit)
+    if not isinstance(rows, (tuple, list)) or not rows or any(len(r) != 5 for r in rows):
+        raise TypeError(f"rows must be (setup, phase, model, measured, tolerance), got {checks.shown(rows)}")
+    body = []
+    for row in rows:
+        setup, phase, model, measured, tolerance = row
+        shown = [_as_shown(b, unit, digits) for b in (model, measured)]
+        cells = (_shown(v, unit, digits) for v in (model, measured, shown[1] - shown[0]))
+        body.append((str(setup), str(phase), *cells, _shown(tolerance, "B")))
+    head = ("setup", "phase", f"step model {unit}", f"measured {unit}", f"measured − step model {unit}")
+    return Table((*head, "tolerance B"), tuple(body), (False, False, True, True, True, True))
 
 
 def walk_table(model: Model, fw: DeepSpeed, steps: int | None = None) -> Table:
