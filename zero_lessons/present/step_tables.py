@@ -1,9 +1,6 @@
-"""Memory over one step as tables for a lesson: what a rank holds at one phase, each setup's peak,
-stage 3's prefetch walk step by step, what it holds gathered at one step, tensor by tensor, and the step
-model beside the lab's measurement.
-
-Both show exact bytes rounded only here, in the unit asked for, and render as Markdown and HTML.
-"""
+"""Memory over one step as tables for a lesson: what a rank holds at a phase, each setup's peak, stage 3's
+prefetch walk and what it holds gathered, and the step model beside the lab's measurement. Exact bytes are
+rounded only here, in the unit asked for; tables render as Markdown and HTML."""
 
 from __future__ import annotations
 
@@ -118,7 +115,11 @@ TRADES = {
     "allgather_bucket_size": "nothing with gloo or NCCL: DeepSpeed ignores it (all_gather_into_tensor)",
     "overlap_comm": "the peak, and when gradients are sent: a second bucket, sent while backward runs",
     **dict.fromkeys(
-        ("prefetch_bucket_size", "max_live_parameters", "max_reuse_distance", "reshard_after_forward"),
+        ("prefetch_bucket_size", "max_live_parameters"),
+        "the peak against overlap: weights gathered ahead of use hide the all-gathers behind compute",
+    ),
+    **dict.fromkeys(
+        ("max_reuse_distance", "reshard_after_forward"),
         "the peak against the all-gathers' volume: weights kept, or gathered again",
     ),
     "bucket_cap_mb": "traffic only: DDP keeps a bucket for every gradient; a larger cap makes fewer",
