@@ -53,7 +53,12 @@ def test_no_stray_metadata_and_no_local_helpers(path):
     assert meta["language_info"] == {"name": "python"}
     for cell in cells(path) + cells(path, "markdown"):
         assert set(cell["metadata"]) <= {"tags", "jupyter"}
-        assert cell["metadata"].get("jupyter", {"source_hidden": True}) == {"source_hidden": True}
+        # folded in JupyterLab as in the book: hidden source with `hide-input`, hidden output with `hide-output`
+        folded = cell["metadata"].get("jupyter", {})
+        tags = set(cell["metadata"].get("tags", []))
+        assert folded in ({}, {"source_hidden": True}, {"outputs_hidden": True}), folded
+        assert ("hide-input" in tags) == folded.get("source_hidden", False)
+        assert ("hide-output" in tags) == folded.get("outputs_hidden", False)
     for cell in cells(path):
         source = "".join(cell["source"])
         assert not re.search(r"^\s*(def|class) |%run|%%file", source, re.M), source
