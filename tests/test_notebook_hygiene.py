@@ -53,7 +53,7 @@ def test_no_stray_metadata_and_no_local_helpers(path):
     assert meta["language_info"] == {"name": "python"}
     for cell in cells(path) + cells(path, "markdown"):
         assert set(cell["metadata"]) <= {"tags", "jupyter"}
-        # folded in JupyterLab as in the book: hidden source with `hide-input`, hidden output with `hide-output`
+        # folded in JupyterLab as in the book: hidden source with `hide-input`, hidden output `hide-output`
         folded = cell["metadata"].get("jupyter", {})
         tags = set(cell["metadata"].get("tags", []))
         assert folded in ({}, {"source_hidden": True}, {"outputs_hidden": True}), folded
