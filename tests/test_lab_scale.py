@@ -70,6 +70,28 @@ def test_stage_3_gathers_most_layers_twice_at_real_size(rows):
     assert ds_scale.predict(gpus=8, knobs=no_reuse)[3].sent == 3 * pieces  # the paper's 3Ψ, padded
 
 
+def test_what_stage_3_keeps_for_backward_and_why(rows):
+    """At 7.5 B, the reuse distance alone keeps the last two blocks and the MLP output layer before them; the
+    prefetcher, walking past those kept tensors into backward at the end of forward, keeps two blocks more."""
+    kept, h = ds_scale.reuse(), 4_352
+    block, out_layer = 12 * h * h + 13 * h, 4 * h * h + h  # one block; its MLP's h x 4h output layer and bias
+    assert kept.params == PSI and kept.by_distance == 2 * block + out_layer and kept.by_prefetch == 2 * block
+    # the distance rule by hand: elements the step uses between a tensor's forward and backward uses
+    assert (
+        2 * (2 * block) < 10**9 < 2 * (2 * block + out_layer)
+    )  # the output layer stays; the layer before does not
+    gathered = sum(n for op, n in rows[3].messages if op == "all_gather")
+    assert gathered == PSI + kept.gathered_twice  # every piece is whole at 8 GPUs: no padding
+    assert (
+        round(kept.gathered_twice / PSI, 3) == 0.869
+        and round((kept.params - kept.gathered_twice) / PSI, 3) == 0.131
+    )
+    no_prefetch = ds_scale.reuse(knobs=ds_scale.Knobs(prefetch_bucket_size=0))
+    assert no_prefetch.by_prefetch == 0 and no_prefetch.by_distance == kept.by_distance
+    with pytest.raises(TypeError, match="knobs must be a ds_scale.Knobs"):
+        ds_scale.reuse(knobs={})
+
+
 def test_bytes_per_rank(rows):
     assert rows[0].held == 16 * PSI
     slice_ = ds_traffic.padded_flat(PSI, 8) // 8

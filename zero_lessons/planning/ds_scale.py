@@ -10,6 +10,7 @@ would keep the norms and biases whole, 0.02% of this model's parameters).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from math import prod
@@ -133,16 +134,60 @@ def _messages(modules, stage: int, gpus: int, knobs: Knobs) -> list[tuple[str, i
     return scatters + [("all_gather", ds_traffic.pieces([sizes[i] for i in g], gpus)) for g in gathers]
 
 
-def predict(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> tuple[StageTraffic, ...]:
-    """Every stage's real traffic and bytes per rank for `modules` (default: the 7.5 B model) on `gpus`."""
+def _checked(modules, knobs: Knobs) -> tuple[tuple[int, ...], ...]:
+    """`modules` as tuples (default: the 7.5 B model), after checking them and `knobs`."""
     modules = gpt_modules() if modules is None else tuple(tuple(m) for m in modules)
-    checks.whole("gpus", gpus, low=2, high=1_000_000)
     if not isinstance(knobs, Knobs):
         raise TypeError(f"knobs must be a ds_scale.Knobs, got {type(knobs).__name__}")
     if not modules or not all(m and all(isinstance(n, int) and n >= 1 for n in m) for m in modules):
         raise ValueError(
             "modules must be a non-empty list of tuples of tensor sizes, each a whole number ≥ 1"
         )
+    return modules
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """Stage 3's weights gathered once a step: kept whole from their forward use to their backward use."""
+
+    params: int  #: Ψ
+    by_distance: int  #: elements kept as their backward use lies within the reuse distance
+    by_prefetch: int  #: further elements kept as the prefetcher had already walked past their backward use
+
+    @property
+    def gathered_twice(self) -> int:
+        """Elements gathered again for the backward pass."""
+        return self.params - self.by_distance - self.by_prefetch
+
+
+def _once(modules, prefetch: int, knobs: Knobs) -> int:
+    """Elements that stage 3 all-gathers exactly once in a steady-state step."""
+    gathers = ds_traffic.stage3_gathers(
+        modules, prefetch, knobs.max_live_parameters, knobs.max_reuse_distance
+    )
+    times = Counter(i for g in gathers for i in g)
+    sizes = [n for m in modules for n in m]
+    return sum(sizes[i] for i, n in times.items() if n == 1)
+
+
+def reuse(modules=None, knobs: Knobs = Knobs()) -> Reuse:
+    """Which weights stage 3 keeps for backward (default: the 7.5 B model, DeepSpeed's defaults), and why.
+
+    Without prefetching, only the reuse distance keeps a tensor; with it, the prefetcher may also walk past a
+    tensor's backward use before the tensor is released, which keeps it too."""
+    modules = _checked(modules, knobs)
+    by_distance = _once(modules, 0, knobs)
+    return Reuse(
+        sum(n for m in modules for n in m),
+        by_distance,
+        _once(modules, knobs.prefetch_bucket_size, knobs) - by_distance,
+    )
+
+
+def predict(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> tuple[StageTraffic, ...]:
+    """Every stage's real traffic and bytes per rank for `modules` (default: the 7.5 B model) on `gpus`."""
+    modules = _checked(modules, knobs)
+    checks.whole("gpus", gpus, low=2, high=1_000_000)
     psi = sum(n for m in modules for n in m)
     out = []
     for stage in Stage:
