@@ -10,7 +10,7 @@ from conftest import need_module
 from guard import one_line_naming, run_cli
 from zero_lessons import GB, Setup, memory
 from zero_lessons.planning import ds_config, ds_estimator, ds_scale, offload
-from zero_lessons.planning.advice import advise
+from zero_lessons.planning.advice import RULES, advise
 from zero_lessons.present import html
 from zero_lessons.stages import Stage
 
@@ -41,7 +41,7 @@ def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
     (why,) = [r for r in pick.reasons if r.startswith("ZeRO-3 with optimizer offload")]
     assert "980 GB by the package's count" in why and "1680 GB by DeepSpeed's estimator" in why
     assert "DeepSpeed's accounting does not fit" in why and "gradients on the host in fp32" in why
-    assert "24 bytes per parameter across the hosts, where the package counts 14" in why
+    assert "(24 bytes per parameter in host memory, where the package counts 14)" in why
     (both,) = [r for r in pick.reasons if r.startswith("ZeRO-3 with optimizer+parameters offload")]
     assert "1120 GB by the package's count" in both and both.endswith("1000 GB: neither count fits")
     estimate = ds_estimator.zero3(70 * 10**9, 0, 8, cpu_offload=True, cpu_offload_params=False)
@@ -194,8 +194,13 @@ def test_nothing_fits_never_recommends_what_it_just_ruled_out():
         == "what would help: more GPUs, more host memory per node, or a smaller model or batch"
     )
     assert "No rule is enough" in repr(untried) and "offload" not in untried.lines()[0]
+    # the first line says what stood in the way once offload was tried: the host, or the GPUs themselves
+    assert (untried.blocker, on_host.blocker, on_gpu.blocker) == ("", "host", "host")
+    assert on_host.lines()[0].endswith("Offload would fit the GPUs, but not the host memory given.")
     # activations that fill 90% of a card: no number of GPUs leaves 10% free, so more GPUs are not suggested
     full = advise(70 * 10**9, 8, "10GB", activations="9.5GB", cpu_memory="1TB")
+    assert full.blocker == "gpu" and full.lines()[0].endswith("Offload does not fit the GPUs either.")
+    assert full.to_dict()["explanation"] == full.explanation
     assert full.reasons[-1] == "what would help: a smaller model or batch"
 
 
@@ -377,4 +382,22 @@ def test_advice_html_for_the_explorer():
     assert markup.startswith("<div class='zero-advice'><b>use ZeRO-3 with optimizer offload</b>")
     # the four stages, "stage 3 would fit on 52 GPUs, ...", the chosen offload, two warnings, the ranking
     assert markup.count("<li>") == len(pick.reasons) + len(pick.warnings) + 1 == 9
-    assert "<li>warning: the host fits only if the training script builds the model inside" in markup
+    assert (
+        "<li>warning: by DeepSpeed&#x27;s estimator, the host fits only if the training script builds"
+        in markup
+    )
+
+
+def test_host_bytes_per_parameter_say_when_they_add_up_over_nodes():
+    """On two nodes the per-parameter host figures count both nodes' memory together, and say so."""
+    pick = advise(70 * 10**9, 16, "24GB", cpu_memory="800GB")
+    assert pick.rule == "does-not-fit" and pick.blocker == "host"
+    assert (
+        pick.explanation
+        == RULES["does-not-fit"] + " Offload would fit the GPUs, but not the host memory given."
+    )
+    (why,) = [r for r in pick.reasons if r.startswith("ZeRO-3 with optimizer offload")]
+    assert "490 GB by the package's count and 840 GB by DeepSpeed's estimator" in why
+    assert why.endswith(
+        "(24 bytes per parameter in host memory, all 2 nodes together, where the package counts 14)"
+    )

@@ -39,6 +39,11 @@ RULES = {
     "does-not-fit": "No rule is enough: even under stage 3 the model state leaves too little room on these "
     "GPUs.",
 }
+#: What stood in the way of offload, when nothing fits and host memory was given: added to RULES' sentence.
+BLOCKERS = {
+    "host": "Offload would fit the GPUs, but not the host memory given.",
+    "gpu": "Offload does not fit the GPUs either.",
+}
 #: When nothing fits, what else would help, by why offload did not: never what the advice just ruled out.
 HELP = {"untried": "offload to host memory, ", "host": "more host memory per node, ", "gpu": ""}
 #: The warning when the advice counted model state only.
@@ -64,6 +69,12 @@ class Advice:
     headroom: Fraction = HEADROOM  #: the share of each GPU the choice had to leave free (0: the bare rule)
     ranking: str = RANKING  #: the ranking of stages this advice follows, at length
     ranking_line: str = RANKING_LINE  #: the same in one line, as the text answer ends
+    blocker: str = ""  #: when nothing fits and host memory was given: "host" or "gpu" (see BLOCKERS)
+
+    @property
+    def explanation(self) -> str:
+        """The rule's sentence, and what stood in the way of offload when nothing fits."""
+        return " ".join(x for x in (RULES[self.rule], BLOCKERS.get(self.blocker, "")) if x)
 
     def ds_config(self, micro_batch: int = 1) -> dict:
         """The DeepSpeed config for this choice (stage 3 with no offload when nothing fits at all)."""
@@ -85,7 +96,7 @@ class Advice:
             "stage": None if self.stage is None else int(self.stage),
             "offload": self.offload,
             "rule": self.rule,
-            "explanation": RULES[self.rule],
+            "explanation": self.explanation,
             "headroom": number(self.headroom),
             "gpu_memory_bytes": number(self.gpu_memory),
             "activation_bytes": number(self.activations),
@@ -100,7 +111,7 @@ class Advice:
         """The advice as lines of text: the choice and its rule, reasons, warnings, and the ranking line."""
         head = self.headline
         return [
-            f"{head[:1].upper()}{head[1:]}. {RULES[self.rule]}",
+            f"{head[:1].upper()}{head[1:]}. {self.explanation}",
             *(bullet + r for r in self.reasons),
             *(f"{bullet}warning: {w}" for w in self.warnings),
             *([bullet + self.ranking_line] if checks.flag("ranking", ranking) else []),
@@ -259,7 +270,8 @@ def _offload(
         why = "untried" if cpu is None else "host" if any(p.gpu <= limit for p in plans) else "gpu"
         helps = ("more GPUs, " if fewest else "") + HELP[why]  # GPUs help unless activations fill a card
         reasons.append(f"what would help: {helps}{'or ' if helps else ''}a smaller model or batch")
-        return advice(None, "does-not-fit", reasons=tuple(reasons), warnings=tail)
+        blocker = "" if cpu is None else why
+        return advice(None, "does-not-fit", reasons=tuple(reasons), warnings=tail, blocker=blocker)
     warnings = _offload_warnings(setup, found, plans[at + 1 :], cpu, per_node, show) + tail
     return advice(
         found[0].stage, "offload", reasons=tuple(reasons), offload=found[0].offload, warnings=warnings

@@ -98,9 +98,10 @@ def host_reason(
         return head + ": neither count fits"
     nodes = offload.node_count(setup.gpus, per_node)
     ours, theirs = (units.format_number(Fraction(b * nodes, setup.params), 2) for b in (plan.host, ds_host))
+    together = f", all {nodes:,} nodes together" if nodes > 1 else ""
     return (
         f"{head}: DeepSpeed's accounting does not fit, because {offload.DEEPSPEED_HOST[plan.stage]} "
-        f"({theirs} bytes per parameter across the hosts, where the package counts {ours})"
+        f"({theirs} bytes per parameter in host memory{together}, where the package counts {ours})"
     )
 
 
@@ -112,9 +113,10 @@ def zero_init_warning(setup: Setup, plan: offload.Plan, host: Fraction, per_node
     if bare <= host:
         return ""
     return (
-        "the host fits only if the training script builds the model inside deepspeed.zero.Init, which is "
-        f"code, not a config key; without it DeepSpeed's estimator counts {show(bare)} per node (an fp32 "
-        f"copy of the whole model in each of the node's {min(per_node, setup.gpus)} processes, × 1.5), "
+        "by DeepSpeed's estimator, the host fits only if the training script builds the model inside "
+        "deepspeed.zero.Init, which is code, not a config key; without it DeepSpeed's estimator counts "
+        f"{show(bare)} per node (an fp32 copy of the whole model in each of the node's "
+        f"{min(per_node, setup.gpus)} processes, × 1.5), "
         f"more than {show(host)}"
     )
 

@@ -6,7 +6,7 @@ from html import escape
 
 from .. import checks, units
 from ..communication import StepTraffic
-from ..planning.advice import RULES, Advice
+from ..planning.advice import Advice
 from .table import StageTable
 
 #: Inline styles: a table reads the same in JupyterLab, Voila, the book and on GitHub, with no stylesheet.
@@ -48,7 +48,7 @@ def advice_html(advice: Advice) -> str:
     checks.instance("advice", advice, Advice, "an advice.Advice")
     items = [*advice.reasons, *(f"warning: {w}" for w in advice.warnings), advice.ranking_line]
     return (
-        f"<div class='zero-advice'><b>{escape(advice.headline)}</b>. {escape(RULES[advice.rule])}"
+        f"<div class='zero-advice'><b>{escape(advice.headline)}</b>. {escape(advice.explanation)}"
         f"<ul>{''.join(f'<li>{escape(item)}</li>' for item in items)}</ul></div>"
     )
 
