@@ -202,7 +202,8 @@ def _per_parameter(spans_of, items, gpus: int, unit: str, title: str, names: lis
     ax.set_xlim(0, 1)
     ax.set_xticks([])
     ax.set_xlabel(
-        f"each parameter's padded length, cut into {gpus} equal pieces (real {unit} per rank at the right)"
+        f"each bar: one parameter's padded length, every bar drawn to the same width (not to scale),\n"
+        f"cut into {gpus} equal pieces (real {unit} per rank at the right)"
     )
     ax.set_title(title)
     _legend(ax, gpus)
