@@ -15,6 +15,7 @@ from zero_lessons.planning.activations import (
     zero_paper_estimate,
 )
 from zero_lessons.planning.advice import advise, advise_model
+from zero_lessons.planning.advice_text import ARTICLE_RULE, RULES
 from zero_lessons.stages import Stage
 
 
@@ -139,6 +140,22 @@ def test_article_rules():
     pick = advise(7_500_000_000, 8, "10GB")
     assert (pick.stage, pick.rule) == (None, "does-not-fit")  # no cpu_memory given, so offload is not tried
     assert "stage 3 would fit on 14 GPUs, leaving 10% of each free" in str(pick)  # 120 GB / 9 GB = 13.3
+
+
+def test_each_key_names_the_articles_rule_its_sentence_applies():
+    assert set(ARTICLE_RULE) == set(RULES)
+    for key, name in ARTICLE_RULE.items():
+        if name.startswith("Rule "):
+            assert RULES[key].startswith(name[:6]), key  # "Rule 1" keys open with Rule 1's sentence
+    # ZeRO-1 and ZeRO-2 both answer Rule 1; 20 GB cards take Rule 1 on to stage 3.
+    picks = [advise(7_500_000_000, 8, card) for card in ("80GB", "32GB", "20GB")]
+    assert [(p.stage, p.article_rule) for p in picks] == [
+        (Stage.ZERO1, "Rule 1"),
+        (Stage.ZERO2, "Rule 1"),
+        (Stage.ZERO3, "Rule 1, taken to stage 3"),
+    ]
+    # what stage 2 holds that does not fit: the whole 16-bit weights plus its gradient and optimizer shards
+    assert "whole 16-bit weights plus stage 2's gradient and optimizer shards" in picks[2].explanation
 
 
 def test_activation_warning_when_they_dominate():

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from html import escape
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_deepspeed_host_accounting_refuses_what_the_papers_count_allows():
     """Issue 14's case: 70B on 8 x 24 GB with 1 TB of host memory per node. ZeRO-3 with the optimizer
     offloaded keeps the 17.5 GB weight shard on each GPU. The package's count (the ZeRO-Offload paper's
     split) puts 14 bytes per parameter on the host (980 GB: it fits); DeepSpeed's own estimator counts 16
-    (the gradients in fp32) times its buffer factor 1.5, 1,680 GB: it does not. Offloading the parameters
+    (the gradients in fp32) times its margin of 1.5, 1,680 GB: it does not. Offloading the parameters
     too fits neither count. The advisor recommends nothing, and says why."""
     pick = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB")
     assert (pick.stage, pick.offload, pick.rule) == (None, "none", "does-not-fit")
@@ -78,6 +79,60 @@ def test_thin_headroom_and_activations_left_at_zero_are_flagged():
     assert "warning: only 1.75 GB" in repr(tight) and tight.to_dict()["warnings"] == list(tight.warnings)
     assert tight.warnings[0].endswith("; ZeRO-2 would leave 14.875 GB free")  # 44 - 28.125 - 1
     assert advise(7_500_000_000, 8, "44GB", activations="1GB").stage == Stage.ZERO2  # the default: 10%
+
+
+def test_a_stage_1_or_2_pick_is_warned_when_deepspeeds_estimator_leaves_too_little():
+    """7.5 B on 8 x 32 GB. The paper's ZeRO-2, 2 x 7.5 + 14 x 7.5 / 8 = 28.125 GB, fits the 28.8 GB the 10%
+    headroom leaves, so the pick is ZeRO-2. DeepSpeed's estimator adds the fp32 copy of the gradient shard,
+    4 x 7.5 / 8 = 3.75 GB: 2 x 7.5 + 18 x 7.5 / 8 = 31.875 GB, which leaves 0.125 GB of 32 GB free."""
+    pick = advise(7_500_000_000, 8, "32GB")
+    assert (pick.stage, pick.needs[Stage.ZERO2]) == (Stage.ZERO2, 28.125 * GB)
+    expected = (
+        "by DeepSpeed's estimator this pick needs 31.875 GB per GPU (it adds an fp32 copy of the gradient "
+        "shard, made at the optimizer step), leaving 0.125 GB of 32 GB free, under 10%"
+    )
+    assert pick.warnings[0] == expected and f"warning: {expected}" in repr(pick)
+    assert expected in pick.to_dict()["warnings"] and escape(expected) in html.advice_html(pick)
+    code, out, _ = run_cli(["advise", "--params", "7.5B", "--gpus", "8", "--gpu-memory", "32GB", "--json"])
+    assert code == 0 and expected in json.loads(out)["warnings"]
+    code, out, _ = run_cli(["advise", "--params", "7.5B", "--gpus", "8", "--gpu-memory", "32GB"])
+    assert code == 0 and f"warning: {expected}" in out
+    # 80 GB cards: the pick is ZeRO-1 (41.25 GB by the paper), and DeepSpeed's 31.875 GB leaves 48 GB free
+    roomy = advise(7_500_000_000, 8, "80GB")
+    assert roomy.stage == Stage.ZERO1 and not any("DeepSpeed's estimator" in w for w in roomy.warnings)
+
+
+def test_the_estimator_warning_counts_activations_the_headroom_asked_for_and_stage_1():
+    # 1 GB of activations, 5% headroom: the paper's 29.125 GB fits 30.4 GB; DeepSpeed's 32.875 GB does not
+    over = advise(7_500_000_000, 8, "32GB", activations="1GB", headroom="5%")
+    assert over.stage == Stage.ZERO2
+    assert over.warnings[-1] == (
+        "by DeepSpeed's estimator this pick needs 32.875 GB per GPU with the activations (it adds an fp32 "
+        "copy of the gradient shard, made at the optimizer step), more than the 32 GB a GPU holds"
+    )
+    # stage 1 on 2 GPUs: the paper's 4 + 12/2 = 10 GB per 10^9 parameters fits 10.35 GB (11.5 GB less 10%);
+    # DeepSpeed's estimator, shared by its stages 1 and 2, gives 2 + 18/2 = 11 GB: 0.5 GB free
+    one = advise(10**9, 2, "11.5GB")
+    assert one.stage == Stage.ZERO1 and one.needs[Stage.ZERO1] == 10 * GB
+    assert any("needs 11 GB per GPU" in w and "leaving 0.5 GB of 11.5 GB free" in w for w in one.warnings)
+    # the estimator counts mixed-precision Adam only: 8-bit Adam's ZeRO-2, 15 + 7.5 GB, is not checked by it
+    eight_bit = advise(7_500_000_000, 8, "32GB", recipe="mixed-adam-8bit")
+    assert eight_bit.stage == Stage.ZERO2 and not any(
+        "DeepSpeed's estimator" in w for w in eight_bit.warnings
+    )
+    # stage 3 and offload picks are sized by other counts: no such warning
+    assert not any("DeepSpeed's estimator this pick" in w for w in advise(7_500_000_000, 8, "20GB").warnings)
+
+
+def test_the_estimator_warning_uses_deepspeeds_own_function():
+    s12 = need_module("deepspeed.runtime.zero.stage_1_and_2")
+    for params, gpus in ((7_500_000_000, 8), (10**9, 2), (70 * 10**9 + 1, 24)):
+        _, gpu_bytes = s12.estimate_zero2_model_states_mem_needs(params, gpus, 1, cpu_offload=False)
+        assert ds_estimator.zero2_gpu(Setup(params, gpus)) == gpu_bytes  # DeepSpeed's int() included
+    assert gpu_bytes == ds_estimator.zero2(70 * 10**9 + 1, 24, cpu_offload=False).gpu_bytes
+    _, gpu_bytes = s12.estimate_zero2_model_states_mem_needs(7_500_000_000, 8, 1, cpu_offload=False)
+    assert gpu_bytes == 31.875 * GB
+    assert "needs 31.875 GB per GPU" in advise(7_500_000_000, 8, "32GB").warnings[0]
 
 
 def test_offload_leaves_the_headroom_free_too():

@@ -76,8 +76,8 @@ def _deepspeed():
     return need_module("deepspeed.runtime.zero.stage_1_and_2"), need_module("deepspeed.runtime.zero.stage3")
 
 
-# Buffer factors and node counts whose reciprocals are exact in binary: there DeepSpeed's float
-# arithmetic is exact too. (test_deepspeed_float_rounding shows what happens elsewhere.)
+# Margins (additional_buffer_factor) and node counts whose reciprocals are exact in binary: there DeepSpeed's
+# float arithmetic is exact too. (test_deepspeed_float_rounding shows what happens elsewhere.)
 GRID = list(
     itertools.product(
         [10**6, 1_300_000_000, 6_738_415_616, PSI, 68_976_648_192, 175 * 10**9],
@@ -198,6 +198,33 @@ def test_explained_worked_numbers_for_the_article_model():
     ]
 
 
+def test_the_split_labels_itemize_18_bytes_by_deepspeeds_comment_at_stage_2_and_by_our_reading_at_3():
+    labels = {
+        stage: [t.what for t in lines[-1][1] if t.what.startswith("split")]
+        for stage, lines in (
+            (2, ds_estimator.explain_zero2(PSI, 8).lines),
+            (3, ds_estimator.explain_zero3(PSI, 10**6, 8).lines),
+        )
+    }
+    assert labels == {2: [ds_estimator.SPLIT_18[2]], 3: [ds_estimator.SPLIT_18[3]]}
+    for label in ds_estimator.SPLIT_18.values():
+        assert sum(int(n) for n in re.findall(r"(\d+) (?:fp|Adam)", label)) == 18
+    assert "2 fp16 gradients + 4 fp32 gradients" in labels[2][0] and "2 fp16 weights" in labels[3][0]
+    # ZeRO-3's reading: under optimizer offload the GPU keeps 2 B of fp16 weights, the host the other 16
+    kept = ds_estimator.zero3(PSI, 0, 8, cpu_offload_params=False).gpu_bytes
+    host = ds_estimator.zero3(PSI, 0, 8, cpu_offload_params=False).cpu_bytes
+    assert kept == 2 * PSI // 8 and host == 16 * PSI * 3 // 2
+
+
+def test_deepspeeds_own_comment_itemizes_stage_2_only():
+    import inspect
+
+    s12, s3 = _deepspeed()
+    zero2 = inspect.getsource(s12.estimate_zero2_model_states_mem_needs).replace(" ", "")
+    assert "18=2_grads_16bit+4_grads_32bit+4_params_32bit+8_optimizer_states_32bit" in zero2
+    assert "grads" not in inspect.getsource(s3.estimate_zero3_model_states_mem_needs)
+
+
 def test_explained_tables_show_deepspeeds_gib_and_the_terms():
     explained = ds_estimator.explain_zero2(PSI, 8)
     markdown, html = explained._repr_markdown_(), explained._repr_html_()
@@ -239,3 +266,14 @@ def test_explained_terms_equal_deepspeed():
             (cpu, gpu)
             for gpu, cpu in _sums(ds_estimator.explain_zero3(params, layer, per_node, nodes, factor))
         ] == want
+
+
+@pytest.mark.slow  # imports DeepSpeed and torch
+def test_the_largest_layer_is_the_module_with_the_most_parameters_of_its_own():
+    """Lesson 06's `largest_layer_params`: DeepSpeed's `model_to_params` counts each module's own parameters,
+    not its submodules', so a block of two linear layers (552 in all) loses to an embedding (400)."""
+    torch = need_module("torch")
+    _, s3 = _deepspeed()
+    block = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Linear(32, 8))
+    total, largest = s3.model_to_params(torch.nn.Sequential(torch.nn.Embedding(50, 8), block))
+    assert (total, largest) == (50 * 8 + (8 * 32 + 32) + (32 * 8 + 8), 50 * 8)

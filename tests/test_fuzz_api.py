@@ -32,7 +32,7 @@ from zero_lessons import (
     units,
 )
 from zero_lessons.explorer import views
-from zero_lessons.planning import activations, advice, ds_config, ds_estimator, offload
+from zero_lessons.planning import activations, advice, counts, ds_config, ds_estimator, offload, offload_step
 from zero_lessons.present import figures, html, plots, svg, table
 from zero_lessons.workshop import QUESTIONS, sheets
 
@@ -563,6 +563,28 @@ SPECS = {
             "flops_per_second": arg(st.integers(1, 10**18)),
         },
     ),
+    "offload.deepspeed_pcie_bytes": (
+        offload.deepspeed_pcie_bytes,
+        {"params": arg(PARAMS), "gpus": arg(GPUS), "stage": arg(STAGE)},
+    ),
+    "counts.four": (counts.four, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
+    "counts.table": (counts.table, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
+    "offload_step.cpu_adam_seconds": (
+        offload_step.cpu_adam_seconds,
+        {"params_per_node": arg(PARAMS)},
+    ),
+    "offload_step.zero2_step": (
+        offload_step.zero2_step,
+        {
+            "params": arg(PARAMS),
+            "gpus": arg(GPUS),
+            "tokens_per_gpu": arg(st.integers(1, 10**6)),
+            "flops_per_second": arg(st.integers(1, 10**18)),
+            "bandwidth": arg(RATE),
+            "cpu_step": arg(st.sampled_from([None, 1, 4.5, Fraction(1, 3)])),
+            "gpus_per_node": arg(GPUS_NODE),
+        },
+    ),
     "offload.capacity": (
         offload.capacity,
         {
@@ -592,6 +614,7 @@ SPECS = {
             "additional_buffer_factor": arg(st.sampled_from([1, 1.5, 1000])),
         },
     ),
+    "ds_estimator.zero2_gpu": (ds_estimator.zero2_gpu, {"setup": arg(st.just(SETUP))}),
     "ds_estimator.zero3": (
         ds_estimator.zero3,
         {
@@ -867,11 +890,13 @@ def test_every_public_function_is_fuzzed():
         advice,
         checks,
         communication,
+        counts,
         ds_config,
         ds_estimator,
         views,
         memory,
         offload,
+        offload_step,
         plots,
         recipes,
         simulate,
@@ -904,6 +929,9 @@ def test_every_public_function_is_fuzzed():
         "ds_estimator.Term",  # built by explain_zero2/3, fuzzed above
         "ds_estimator.Explained",
         "offload.Plan",
+        "counts.Count",  # built by four, fuzzed above
+        "offload_step.Phase",  # built by zero2_step, fuzzed above
+        "offload_step.Step",
         "table.FitTable",
         "figures.Chart",
         "inputs.Field",  # every instance, the FIELDS table, is fuzzed above

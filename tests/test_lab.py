@@ -184,6 +184,19 @@ def test_deepspeed_stage_1_and_2_keep_whole_gradients_of_every_parameter_touchin
     assert gradients(1) == [2 * (PSI + 1)]
 
 
+def test_deepspeed_stage_1_holds_every_gradient_whole_as_its_reduction_starts(rows):
+    """Measured inside `reduce_gradients`: every rank holds all Ψ bf16 gradients, unpadded, beside its padded
+    weights and optimizer slice, so on 2 and 4 ranks stage 1 peaks above what it keeps after backward.
+    No other mode reduces after backward, and none reports it."""
+    for r in rows.of("ds_zero1"):
+        before, after = r.measured.before_reduction, r.measured.held
+        assert before.gradients == 2 * PSI and before.weights == after.weights
+        assert before.optimizer == after.optimizer
+        # one rank: the flat buffer's one padding element makes the kept gradients 2 bytes larger
+        assert before.states > after.states if r.gpus > 1 else before.states == after.states - 2
+    assert {r.measured.before_reduction for r in rows if r.mode != "ds_zero1"} == {None}
+
+
 def test_ddp_and_deepspeed_stage_0_are_the_paper_exactly(rows):
     for r in rows.of("ds_zero0"):
         assert r.measured.held.states == 16 * PSI

@@ -130,3 +130,48 @@ def test_the_gather_figure_puts_each_marker_and_bar_start_on_its_module_tick():
         assert all(m in ticks for m in markers)
         ends = sorted(patch.get_x() + patch.get_width() for patch in ax.patches)
         assert ends == sorted(h.released + 0.5 for h in spans)  # freed between a module and the next
+
+
+def test_the_gather_figure_puts_the_loss_on_the_forward_side_of_its_divider():
+    fig = gather_figure.plot_gathers(MODEL.layers, {"x": report.stage3_knobs("ds_zero3")}, NAMES)
+    labels = gather_figure.module_labels(MODEL.layers)
+    (divider,) = [line for line in fig.axes[0].lines if line.get_linestyle() == "--"]
+    at = float(divider.get_xdata()[0])
+    assert labels.index("loss") < at < labels.index("loss") + 1  # after the loss, before backward's L2
+    assert all(labels[i] != "loss" for i in range(len(labels)) if i > at)
+
+
+def test_the_forward_walk_at_max_reuse_distance_0_keeps_only_the_layer_whose_backward_use_it_passed():
+    """Max reuse distance 0, live limit 1,000: the walk reaches a backward use (L1's) only after L0 and L1
+    are released, so only L2 stays whole for backward; as the gather figure and the lab's ranks show."""
+    walk = gather_figure.forward_walk(MODEL.layers, report.stage3_knobs("ds_zero3_reuse0"), NAMES)
+    assert walk.grid() == [
+        list(gather_figure.WALK_HEAD),
+        ["start", "500", "W0, b0, W1", "L1 (forward)", "—"],
+        ["L0", "0", "—", "L1 (forward)", "releases W0, b0"],
+        ["act", "100", "b1, W2", "L2 (forward)", "—"],
+        ["L1", "0", "—", "L2 (forward)", "releases W1, b1"],
+        ["act", "500", "b2, W1", "L1 (backward)", "—"],
+        ["L2", "0", "—", "L1 (backward)", "keeps W2, b2"],
+    ]
+    held = [h.tensor for h in gather_figure.holds(MODEL.layers, *report.stage3_knobs("ds_zero3_reuse0"))]
+    assert [NAMES[t] for t in range(6) if held.count(t) == 2] == ["W0", "b0", "W1", "b1"]  # the released
+    assert walk._repr_markdown_().count("\n") == 7
+
+
+def test_the_forward_walk_names_gathers_on_demand():
+    walk = gather_figure.forward_walk(MODEL.layers, report.stage3_knobs("ds_zero3"), NAMES)
+    assert [line[2] for line in walk.grid()[1:]] == [
+        "W0, b0, W1",
+        "—",
+        "—",
+        "on demand: b1",
+        "—",
+        "on demand: W2, b2",
+    ]
+    assert [line[4] for line in walk.grid()[1:] if line[0].startswith("L")] == [
+        "keeps W0, b0",
+        "keeps W1, b1",
+        "keeps W2, b2",
+    ]
+    assert repr(walk).splitlines()[0].startswith("module  room")

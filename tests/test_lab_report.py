@@ -13,7 +13,8 @@ def _results(keys) -> Results:
         for gpus in (1, 2, 4):
             for rank in range(gpus):
                 found = runner.predict(modes.get(key), gpus, rank)
-                rows.append(Row(key, gpus, rank, Measured(found.held, found.traffic, found.traffic), found))
+                measured = Measured(found.held, found.traffic, found.traffic, found.before_reduction)
+                rows.append(Row(key, gpus, rank, measured, found))
     return Results(tuple(rows))
 
 
@@ -31,6 +32,19 @@ def test_deepspeed_brief_rows_use_the_mixed_precision_paper_column():
         report.Brief.of(_results(("ds_zero0", "ds_zero3_no_reuse")), ("ds_zero0", "ds_zero3_no_reuse"))
     )
     assert "24,080" in text and "3.02Ψ" in text  # 16Ψ bytes; stage 3 without reuse on 4 ranks: 3Ψ, padded
+
+
+def test_the_brief_table_shows_stage_1s_peak_beside_its_bytes_after_backward():
+    """Only DeepSpeed's stage 1 reduces after the backward pass: its cell adds what it held as the reduction
+    started, every bf16 gradient whole: the paper's ZeRO-1 (4 + 12/N bytes per parameter) plus padding."""
+    keys = ("ds_zero0", "ds_zero1", "ds_zero2")
+    lines = {(line[0], line[1]): line[3] for line in report.Brief.of(_results(keys), keys).grid()}
+    assert lines["DeepSpeed ZeRO-1", "4"] == "8,340–10,200 (before its reduction: 10,570)"
+    assert lines["DeepSpeed ZeRO-1", "2"] == "14,240–14,704 (before its reduction: 15,074)"
+    assert lines["DeepSpeed ZeRO-2", "4"] == "8,340–10,200" and lines["DeepSpeed ZeRO-0", "4"] == "24,080"
+    psi = MODEL.param_count
+    padded = predict_deepspeed.padded_flat(psi, 4)
+    assert 10_570 == 2 * padded + 2 * psi + 12 * padded // 4 == 4 * psi + 12 * psi // 4 + 2 * 7 + 12 * 7 // 4
 
 
 def test_the_full_report_folds_on_request():

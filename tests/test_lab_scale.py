@@ -101,6 +101,17 @@ def test_bytes_per_rank(rows):
     assert rows[3].held == 16 * ds_traffic.pieces([n for m in MODULES for n in m], 8) // 8
 
 
+def test_stage_1_peaks_at_the_papers_zero_1_before_its_reduction(rows):
+    """As its reduction starts stage 1 holds every bf16 gradient whole, as the paper's ZeRO-1 does all step:
+    at 7.5 B (Ψ a multiple of 2N, no padding) exactly the paper's 4 + 12/N bytes per parameter."""
+    assert rows[1].before_reduction == memory.per_gpu(PSI, 8, 1, MIXED_ADAM).total == 4 * PSI + 12 * PSI // 8
+    assert rows[1].before_reduction - rows[1].held == 2 * PSI - rows[1].gradients > 0
+    assert [r.before_reduction for r in rows if r.stage != 1] == [None] * 3
+    assert (
+        "| ZeRO-1 | 41.21 | 28.35 (before its reduction: 41.21) |" in ds_scale.comparison()._repr_markdown_()
+    )
+
+
 def test_comparison_renders(rows):
     shown = ds_scale.comparison()
     text = shown._repr_markdown_()

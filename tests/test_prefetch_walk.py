@@ -8,7 +8,7 @@ from test_step import LAB_LAYERS, LAB_Z3
 from zero_lessons.planning.step import Layer, Model
 from zero_lessons.planning.step_coordinator import replay, trace_order, walk
 from zero_lessons.planning.step_knobs import DeepSpeed
-from zero_lessons.present.step_tables import held_table, walk_table
+from zero_lessons.present.walk_tables import held_table, walk_table
 
 LAB = Model("lab MLP", LAB_LAYERS)
 

@@ -14,7 +14,7 @@ from zero_lessons.lab.timeline_view import highest, panels, peaks
 from zero_lessons.planning import DDP, DeepSpeed, activations, layered_model, timeline, transformer_model
 from zero_lessons.planning.step_effects import CHANGES, effects
 from zero_lessons.present.step_figure import KIND_COLOURS, STACK, Panel, plot_step, short_name
-from zero_lessons.present.step_tables import parts_table, peak_table
+from zero_lessons.present.step_tables import kinds_table, parts_table, peak_table
 from zero_lessons.stages import Stage
 
 matplotlib.use("Agg")
@@ -263,6 +263,44 @@ def test_tables_show_exact_bytes_rounded_only_for_display():
         peak_table([])
 
 
+def test_the_kinds_table_sets_two_peaks_side_by_side_and_each_row_adds_up():
+    # The lab's peaks on 2 ranks (Ψ = 4,224), worked by hand: ZeRO-2 at its optimizer step holds the whole
+    # bf16 weights (2Ψ), its bf16 gradient shard (2Ψ/2), their fp32 copy (4Ψ/2) and a flattened copy (2Ψ/2);
+    # ZeRO-3 at forward relu 3 holds a weight shard (2Ψ/2), its gradient partition from start-up, 6,304
+    # gathered elements (lesson 09, section 3), three 2,048-byte activations and its 1,200-element bucket.
+    psi = 4_224
+    z2, z3 = (modelled(BY_KEY[key], 2).peak for key in ("step_zero2", "step_zero3"))
+    table = kinds_table({"ZeRO-2": z2, "ZeRO-3": z3}, "B")
+    assert table.head == ("kind", "ZeRO-2 B", "ZeRO-3 B", "ZeRO-3 − ZeRO-2 B")
+    hand = {
+        "optimizer": (12 * psi // 2, 12 * psi // 2),
+        "gradients": (2 * psi // 2, 2 * psi // 2),
+        "weights": (2 * psi, 2 * psi // 2),
+        "activations": (0, 3 * 2_048),
+        "gathered parameters": (0, 2 * 6_304),
+        "gradient buckets": (0, 2 * 1_200),
+        "fp32 gradients": (4 * psi // 2, 0),
+        "optimizer temporaries": (2 * psi // 2, 0),
+    }
+    number = lambda text: int(text.replace(",", ""))  # noqa: E731
+    rows = {row[0]: tuple(number(cell) for cell in row[1:]) for row in table.body}
+    assert list(rows) == [*hand, "total"]  # kinds in KINDS order, only those held, then the total
+    for kind, (two, three) in hand.items():
+        assert rows[kind] == (two, three, three - two)
+    assert rows["total"] == (z2.total, z3.total, z3.total - z2.total) == (50_688, 54_944, 4_256)
+    assert table.body[3][3] == "+6,144" and table.body[2][3] == "-4,224" and table.body[0][3] == "0"
+    # Rounded to thousandths of a GB, the last column is the difference of the two shown, so a row adds up.
+    big = [timeline(BIG, DeepSpeed(stage=s), 8).peak for s in (2, 3)]
+    for row in kinds_table({"2": big[0], "3": big[1]}).body:
+        two, three, change = (Fraction(cell) for cell in row[1:])
+        assert three - two == change
+    assert kinds_table({"alone": z3}).head == ("kind", "alone GB")  # no difference for one phase
+    with pytest.raises(TypeError, match="phases must be a non-empty dict of label -> Phase"):
+        kinds_table([z2, z3])
+    with pytest.raises(TypeError, match=r"phases\['ZeRO-3'\] must be a planning Phase"):
+        kinds_table({"ZeRO-3": modelled(BY_KEY["step_zero3"], 2)})
+
+
 def test_the_peak_table_splits_the_peak_at_the_peak_itself():
     # DeepSpeed's stage 2 allocates its gradient partition at the first reduction, after its peak at the last
     # block's backward: the model state there is the weights and the optimizer shard only, 2Ψ + 12Ψ/N, below
@@ -306,9 +344,10 @@ def test_the_measured_table_rounds_the_measurement_and_its_difference_adds_up():
     table = measured_table(
         [("ZeRO-3", "forward relu 3", 54_944, 56_992, 2_112), ("DDP", "step", 100, 104, 64)]
     )
-    assert table.head[2:] == ("step model kB", "measured kB", "measured − step model kB", "tolerance B")
-    assert table.body[0] == ("ZeRO-3", "forward relu 3", "54.9", "57.0", "2.1", "2,112")
-    assert table.body[1][2:] == ("0.1", "0.1", "0.0", "64")  # 4 bytes more is not shown to 0.1 kB
+    assert table.head[2:] == ("step model kB", "measured kB", "measured − step model kB", "tolerance kB")
+    assert table.body[0] == ("ZeRO-3", "forward relu 3", "54.9", "57.0", "2.1", "2.1")
+    assert table.body[1][2:] == ("0.1", "0.1", "0.0", "0.1")  # 4 bytes more is not shown to 0.1 kB
+    assert measured_table([("DDP", "step", 100, 104, 64)], "B", 0).body[0][2:] == ("100", "104", "4", "64")
     with pytest.raises(TypeError, match="rows must be"):
         measured_table([("DDP", "step", 1)])
     with pytest.raises(TypeError, match="rows must be"):

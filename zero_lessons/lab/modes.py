@@ -45,7 +45,7 @@ class Mode:
     """One framework setup the lab runs."""
 
     key: str  #: the name on the command line, e.g. "ds_zero3"
-    name: str  #: the name a reader knows, e.g. "DeepSpeed ZeRO-3, all sharded"
+    name: str  #: the name a reader knows, e.g. "DeepSpeed ZeRO-3, threshold 0"
     stage: Stage  #: the paper's nearest stage; for DeepSpeed also the stage it configures
     wrapping: Wrapping | None = None  #: PyTorch modes: how the model is wrapped
     zero: dict = field(
@@ -68,10 +68,11 @@ class Mode:
         return {"stage": int(self.stage), **self.zero}
 
 
-#: The lab's DeepSpeed buckets, in elements. Each holds the model's largest tensor (900) but not the model
-#: (1,505), as DeepSpeed's defaults (500,000,000) hold any one tensor of a 7.5 B model but not the model; so
-#: the lab's gradients fill several buckets and stage 3 gathers several times a step, as at real size.
-BUCKETS = {"reduce_bucket_size": 1_000, "allgather_bucket_size": 1_000}
+#: The lab's DeepSpeed gradient bucket, in elements. It holds the model's largest tensor (900) but not the
+#: model (1,505), as DeepSpeed's default (500,000,000) holds any one tensor of a 7.5 B model but not the
+#: model; so the lab's gradients fill several buckets, as at real size. (`allgather_bucket_size` stays at
+#: its default: DeepSpeed reads it only on a torch without `all_gather_into_tensor`.)
+BUCKETS = {"reduce_bucket_size": 1_000}
 #: Stage 3's prefetch and live-parameter limits: about a third and two thirds of the model (the defaults,
 #: 50,000,000 and 1,000,000,000, are a small part of a 7.5 B model; in the lab one tensor is already a lot).
 PREFETCH = {"stage3_prefetch_bucket_size": 500, "stage3_max_live_parameters": 1_000}
@@ -108,16 +109,16 @@ MODES: tuple[Mode, ...] = (
         Stage.ZERO2,
         zero={**BUCKETS, "use_multi_rank_bucket_allreduce": False},
     ),
-    Mode("ds_zero3", "DeepSpeed ZeRO-3, all sharded", Stage.ZERO3, zero={**BUCKETS, **PREFETCH, **SHARDED}),
+    Mode("ds_zero3", "DeepSpeed ZeRO-3, threshold 0", Stage.ZERO3, zero={**BUCKETS, **PREFETCH, **SHARDED}),
     Mode(
         "ds_zero3_short_reuse",
-        "DeepSpeed ZeRO-3, reuse distance 400",
+        "DeepSpeed ZeRO-3, max reuse distance 400",
         Stage.ZERO3,
         zero={**BUCKETS, **PREFETCH, **SHARDED, "stage3_max_reuse_distance": 400},
     ),
     Mode(
         "ds_zero3_reuse0",
-        "DeepSpeed ZeRO-3, reuse distance 0",
+        "DeepSpeed ZeRO-3, max reuse distance 0",
         Stage.ZERO3,
         zero={**BUCKETS, **PREFETCH, **SHARDED, "stage3_max_reuse_distance": 0},
     ),

@@ -16,6 +16,8 @@ read the mode's "zero_optimization" settings; a combination no run has shown yet
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import memory
 from ..planning import ds_traffic
 from .model import MODEL, LabModel
@@ -81,6 +83,16 @@ def held(mode: Mode, gpus: int, rank: int, model: LabModel = MODEL) -> Held:
     return Held(weights * (mine + whole), grads * mine, optimizer * mine, FP32, 8 + 1)  # fp64 norm, bool flag
 
 
+def before_reduction(mode: Mode, gpus: int, rank: int, model: LabModel = MODEL) -> Held | None:
+    """Stage 1's bytes as it starts reducing, at the end of the backward pass: every bf16 gradient whole
+    on every rank, as in the paper's ZeRO-1, beside the padded weights and the optimizer slice. None at
+    other stages: stage 0 never splits its gradients, and stages 2 and 3 reduce bucket by bucket."""
+    if mode.stage != 1:
+        return None
+    grads = int(mode.recipe.bytes_for("gradients"))
+    return replace(held(mode, gpus, rank, model), gradients=grads * model.param_count)
+
+
 def _gather_messages(mode: Mode, gpus: int, model: LabModel) -> list[Message]:
     """Stage 3's all-gathers in a steady-state step, on more than one rank."""
     kept = persistent(mode, model)
@@ -122,4 +134,8 @@ def messages(mode: Mode, gpus: int, model: LabModel = MODEL) -> tuple[Message, .
 
 def predict(mode: Mode, gpus: int, rank: int, model: LabModel = MODEL) -> Predicted:
     """What one rank of a DeepSpeed mode holds and sends, message by message."""
-    return Predicted(held(mode, gpus, rank, model), Traffic.of(messages(mode, gpus, model)))
+    return Predicted(
+        held(mode, gpus, rank, model),
+        Traffic.of(messages(mode, gpus, model)),
+        before_reduction(mode, gpus, rank, model),
+    )

@@ -3,7 +3,8 @@ deepspeed inside its functions.
 
 The torch process group (gloo, 127.0.0.1) is already up when this runs; DeepSpeed's communication
 layer wraps it. The snapshot is taken after the backward pass and before `engine.step()`, because
-that call frees the gradients of stages 1 and 2.
+that call frees the gradients of stages 1 and 2. Stage 1 gets a second one as it starts reducing its
+gradients, at the end of `engine.backward()`, when it still holds every gradient whole: its peak.
 """
 
 from __future__ import annotations
@@ -78,10 +79,27 @@ def held(engine) -> Held:
     return Held(**by_field(groups(engine)))
 
 
-def step(engine, x: torch.Tensor, snapshot: bool = False) -> Held | None:
-    """One training step on batch `x`; with `snapshot`, count what is held before `engine.step()`."""
+def watch_reduction(engine) -> list[Held]:
+    """What stage 1 holds each time it starts reducing its gradients (`reduce_gradients`), in a list that
+    fills as it trains."""
+    seen: list[Held] = []
+    reduce = engine.optimizer.reduce_gradients
+
+    def counted(*args, **kwargs):
+        seen.append(held(engine))
+        return reduce(*args, **kwargs)
+
+    engine.optimizer.reduce_gradients = counted
+    return seen
+
+
+def step(
+    engine, x: torch.Tensor, seen: list[Held], snapshot: bool = False
+) -> tuple[Held, Held | None] | None:
+    """One training step on batch `x`; with `snapshot`, count what is held before `engine.step()`, and
+    what stage 1 held as this step's reduction started (None at other stages)."""
     engine.backward(engine(x).float().pow(2).mean())
-    found = held(engine) if snapshot else None
+    found = (held(engine), seen[-1] if seen else None) if snapshot else None
     engine.step()
     return found
 
@@ -89,4 +107,5 @@ def step(engine, x: torch.Tensor, snapshot: bool = False) -> Held | None:
 def trainer(mode: Mode, model: torch.nn.Module, x: torch.Tensor):
     """(train, close) for a DeepSpeed mode: `train(snapshot)` runs a bf16 step; `close()` frees the engine."""
     engine = build(mode, model)
-    return partial(step, engine, x.to(torch.bfloat16)), engine.destroy
+    seen = watch_reduction(engine) if mode.stage == 1 else []
+    return partial(step, engine, x.to(torch.bfloat16), seen), engine.destroy

@@ -43,12 +43,13 @@ def wrap(mode: Mode, model: torch.nn.Module):
     return model, torch.optim.Adam(model.parameters(), lr=MODEL.lr)
 
 
-def step(model, optimizer, x: torch.Tensor, snapshot: bool = False) -> Held | None:
-    """One training step on batch `x`; with `snapshot`, count what is held after the optimizer step."""
+def step(model, optimizer, x: torch.Tensor, snapshot: bool = False) -> tuple[Held, None] | None:
+    """One training step on batch `x`; with `snapshot`, count what is held after the optimizer step (and
+    None, as DeepSpeed's trainer gives its stage 1's bytes before the gradient reduction there)."""
     optimizer.zero_grad(set_to_none=True)
     model(x).float().pow(2).mean().backward()
     optimizer.step()
-    return held(model, optimizer) if snapshot else None
+    return (held(model, optimizer), None) if snapshot else None
 
 
 def trainer(mode: Mode, model: torch.nn.Module, x: torch.Tensor):

@@ -73,7 +73,8 @@ def batch(rank: int, spec: LabModel = MODEL) -> torch.Tensor:
 
 
 def measure(mode: Mode, rank: int) -> Measured:
-    """Train MODEL.steps steps of `mode`; count the first and last step's traffic and what the last holds."""
+    """Train MODEL.steps steps of `mode`; count the first and last step's traffic and what the last holds
+    (for DeepSpeed's stage 1, also as its gradient reduction starts)."""
     first, last = CommCounter(), CommCounter()
     train, close = TRAINERS[mode.framework](mode, build_model(), batch(rank))
     for number in range(1, MODEL.steps + 1):
@@ -81,7 +82,7 @@ def measure(mode: Mode, rank: int) -> Measured:
         with counter.counting() if counter else nullcontext():
             found = train(snapshot=number == MODEL.steps)
     close()
-    return Measured(found, last.traffic(), first.traffic())
+    return Measured(found[0], last.traffic(), first.traffic(), found[1])
 
 
 def run(rank: int, world: int, port: int, keys: tuple[str, ...], results, extensions: str) -> None:

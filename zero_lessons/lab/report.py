@@ -39,10 +39,23 @@ def sent(row: Row) -> str:
     return f"{elements:,} = {elements / MODEL.param_count:.3f}Ψ"
 
 
+def _span(values: list[int]) -> str:
+    """One number when all agree, else "least–most"."""
+    return f"{min(values):,}" if len(set(values)) == 1 else f"{min(values):,}–{max(values):,}"
+
+
 def held_range(rows: list[Row]) -> str:
     """Bytes of model state (weights, gradients, optimizer) one rank holds: one number, or "least–most"."""
-    values = [r.measured.held.states for r in rows]
-    return f"{min(values):,}" if len(set(values)) == 1 else f"{min(values):,}–{max(values):,}"
+    return _span([r.measured.held.states for r in rows])
+
+
+def held_cell(rows: list[Row]) -> str:
+    """`held_range`, and beside it, for DeepSpeed's stage 1, the bytes as its gradient reduction started
+    (every gradient still whole: its peak on more than one rank)."""
+    before = [r.measured.before_reduction for r in rows]
+    if any(b is None for b in before):
+        return held_range(rows)
+    return f"{held_range(rows)} (before its reduction: {_span([b.states for b in before])})"
 
 
 def per_rank(values: list) -> str:
@@ -103,7 +116,7 @@ def brief_cells(rows: Iterable[Row], wire: bool = False) -> list[list[str]]:
                 setting.name,
                 str(gpus),
                 f"{float(memory.per_gpu(MODEL.param_count, gpus, setting.stage, setting.recipe).total):,g}",
-                held_range(ranks),
+                held_cell(ranks),
                 *sent,
                 "yes" if all(r.matches for r in ranks) else "NO",
             ]
@@ -218,7 +231,7 @@ def _why(visits, sizes, reuse: int, v, index: int) -> tuple[str, str]:
 
 
 def stage3_knobs(key: str) -> tuple[int, int, int]:
-    """A stage 3 mode's prefetch bucket, live-parameter limit and reuse distance, defaults filled in."""
+    """A stage 3 mode's prefetch bucket, live-parameter limit and max reuse distance, defaults filled in."""
     mode = modes.get(key)
     if mode.stage != 3:
         raise ValueError(f"key must name a stage 3 mode, got {key!r} (stage {int(mode.stage)})")

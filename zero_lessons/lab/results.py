@@ -75,6 +75,8 @@ class Measured:
     held: Held  #: at the snapshot of the last step
     traffic: Traffic  #: in the last step
     first_step: Traffic  #: in the first step, before DeepSpeed's stage 3 knows the order of the layers
+    #: DeepSpeed's stage 1 only: held in the last step as it starts reducing its gradients (its peak)
+    before_reduction: Held | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class Predicted:
 
     held: Held  #: at the snapshot
     traffic: Traffic  #: in a steady-state step; DeepSpeed's predictions list every message
+    before_reduction: Held | None = None  #: DeepSpeed's stage 1 only, as `Measured.before_reduction`
 
 
 @dataclass(frozen=True)
@@ -97,13 +100,15 @@ class Row:
 
     @property
     def matches(self) -> bool:
-        """Whether the bytes held and elements sent equal the prediction, and each message where predicted."""
+        """Whether the bytes held (at each snapshot) and elements sent equal the prediction, and each message
+        where predicted."""
         measured, predicted = self.measured, self.predicted
         messages = (
             predicted.traffic.messages is None or predicted.traffic.messages == measured.traffic.messages
         )
         return (
             measured.held == predicted.held
+            and measured.before_reduction == predicted.before_reduction
             and measured.traffic.elements == predicted.traffic.elements
             and messages
         )

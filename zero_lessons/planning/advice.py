@@ -3,8 +3,10 @@
 A choice "fits" when its model state plus activations leave `headroom` of each GPU free (10% unless told
 otherwise; `headroom.py` says why, and headroom=0 gives the article's bare rule). The advice ranks stages
 the ZeRO paper's way (lower stages communicate less) and says so in one line of every text answer;
-`RANKING` says at length what changes under DeepSpeed's defaults. Offload is checked twice on the host
-(`host_check`): by the package's count, and by DeepSpeed's own estimator, which counts more.
+`RANKING` says at length what changes under DeepSpeed's defaults. Stages are sized by the paper's count; a
+warning says when DeepSpeed's estimator, which adds an fp32 gradient copy, leaves less room. Offload is
+checked twice on the host (`host_check`): by the package's count, and by DeepSpeed's own estimator, which
+counts more.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..stages import Stage
 from . import ds_config, host_check, offload
 from . import headroom as room
 from .activations import Transformer, activation_bytes
-from .advice_text import BLOCKERS, HELP, NO_ACTIVATIONS, RULES
+from .advice_text import ARTICLE_RULE, BLOCKERS, HELP, NO_ACTIVATIONS, OUTWEIGH, RULES
 from .headroom import HEADROOM
 from .ranking import RANKING, RANKING_LINE
 
@@ -37,11 +39,16 @@ class Advice:
     activations: Fraction  #: activation bytes per GPU, the same under every stage
     reasons: tuple[str, ...]  #: sentences with the numbers, for a reader
     offload: str = "none"  #: "none", "optimizer" or "optimizer+parameters"
-    warnings: tuple[str, ...] = ()  #: what to watch: thin headroom, activations left at 0
+    warnings: tuple[str, ...] = ()  #: thin headroom (by the paper's or DeepSpeed's count), activations at 0
     headroom: Fraction = HEADROOM  #: the share of each GPU the choice had to leave free (0: the bare rule)
     ranking: str = RANKING  #: the ranking of stages this advice follows, at length
     ranking_line: str = RANKING_LINE  #: the same in one line, as the text answer ends
     blocker: str = ""  #: when nothing fits and host memory was given: "host" or "gpu" (see BLOCKERS)
+
+    @property
+    def article_rule(self) -> str:
+        """The article's rule behind the pick, in a few words: "Rule 1" for ZeRO-1 and ZeRO-2 alike."""
+        return ARTICLE_RULE[self.rule]
 
     @property
     def explanation(self) -> str:
@@ -165,12 +172,11 @@ def choose(
         return _offload(setup, advice, act, share, (cpu_memory, gpus_per_node), show, reasons, bare is None)
     rule = "activations" if stage is None else _rule(setup, stage, act, share, show, reasons)
     if act and stage is not None and act > held[stage].total:
-        reasons.append(
-            "activations outweigh the model state: checkpointing would save more than a higher stage"
-        )
+        reasons.append(OUTWEIGH)
     higher = [(s.label, needs[s]) for s in Stage if stage is not None and s > stage]
     warnings = (
         *(() if stage is None else room.warning(needs[stage], gpu_memory, "per GPU", show, higher)),
+        *room.estimator_warning(setup, stage, act, share, show),
         *(() if act else (NO_ACTIVATIONS,)),
     )
     return Advice(stage, rule, needs, gpu_memory, act, tuple(reasons), warnings=warnings, headroom=share)

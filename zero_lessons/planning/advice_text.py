@@ -5,15 +5,28 @@ RULES = {
     "replicate": "Everything fits on every GPU: plain data parallelism, no rule needed.",
     "partition-optimizer": "Rule 1: the parameters fit, but replicating the optimizer state leaves too "
     "little room, so stage 1 or 2.",
-    "partition-parameters": "Rule 2: fully replicated parameters do not fit, so stage 3.",
-    "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but with this few GPUs their shards leave too "
-    "little room, so stage 3 (not Rule 2: the whole parameters fit), or add GPUs until stage 2 fits.",
+    "partition-parameters": "Rule 2: the whole 16-bit weights, with the activations, do not leave the "
+    "headroom free, so stage 3.",
+    "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but on this few GPUs the whole 16-bit weights "
+    "plus stage 2's gradient and optimizer shards do not leave the headroom free. The weights alone do (not "
+    "Rule 2), so stage 3, or add GPUs until stage 2 fits.",
     "activations": "Rule 3: model state fits under stage 3 but activations do not, so add activation "
     "checkpointing or use a smaller micro-batch.",
     "offload": "Offload (not a numbered rule): no stage fits on the GPUs alone, so move state to host "
     "memory, at a cost in PCIe traffic; with it, the lowest stage that fits is taken.",
     "does-not-fit": "No rule is enough: even under stage 3 the model state leaves too little room on these "
     "GPUs.",
+}
+#: Each key of RULES as the article's rule it applies, in a few words. A key names the rule's cause, not the
+#: stage: "partition-optimizer" (Rule 1) picks stage 2 as well, which splits the gradients too.
+ARTICLE_RULE = {
+    "replicate": "no rule needed",
+    "partition-optimizer": "Rule 1",
+    "partition-parameters": "Rule 2",
+    "stage-3-or-more-gpus": "Rule 1, taken to stage 3",
+    "activations": "Rule 3",
+    "offload": "offload",
+    "does-not-fit": "none is enough",
 }
 #: What stood in the way of offload, when nothing fits and host memory was given: added to RULES' sentence.
 BLOCKERS = {
@@ -28,3 +41,5 @@ NO_ACTIVATIONS = (
     "activations of its micro-batch (give them with activations= in Python, or --activations in "
     "zero-lessons advise)"
 )
+#: The reason added when a pick's activations outweigh its model state.
+OUTWEIGH = "activations outweigh the model state: checkpointing would save more than a higher stage"

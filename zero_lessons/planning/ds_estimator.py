@@ -1,11 +1,10 @@
 """DeepSpeed's own model-state estimators, re-derived exactly, so the lessons can set them beside the paper.
 
-Source: DeepSpeed 0.19.8, `deepspeed/runtime/zero/stage_1_and_2.py::estimate_zero2_model_states_mem_needs`
-and `deepspeed/runtime/zero/stage3.py::estimate_zero3_model_states_mem_needs`, which the
-`*_all_cold` functions print. What they count that the ZeRO paper's 16 bytes do not:
-- an fp32 copy of the gradients (4 bytes), so the partitioned part is 18 bytes, not 14;
+Source: DeepSpeed 0.19.8, `estimate_zero2_model_states_mem_needs` (runtime/zero/stage_1_and_2.py) and its
+zero3 twin (stage3.py), which the `*_all_cold` functions print. What they count that the paper's 16 do not:
+- an fp32 copy of the gradients (4 bytes): 18 split, not 14 (at stage 3 not 16: fp16 gradients dropped);
 - under stage 3, 4 bytes per parameter of the largest layer, for the layer it gathers while working;
-- host memory: a per-node buffer, scaled by `additional_buffer_factor` (1.5 by default).
+- host memory: a per-node figure times a margin, `additional_buffer_factor` (1.5 by default).
 DeepSpeed divides by 2**30 and prints "GB": those figures are GiB.
 `explain_zero2` and `explain_zero3` take every printed line apart into the terms that add up to it.
 """
@@ -16,11 +15,22 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .. import checks, units
+from ..inputs import Setup
 
 #: The DeepSpeed release whose formulas this module follows.
 DEEPSPEED_VERSION = "0.19.8"
-#: Largest `additional_buffer_factor` accepted (DeepSpeed's default is 1.5).
+#: Largest margin (`additional_buffer_factor`) accepted (DeepSpeed's default is 1.5).
 MAX_BUFFER_FACTOR = 1000
+#: (cpu_offload, cpu_offload_params, zero_init) of each line of DeepSpeed's ZeRO-3 printout, in its order.
+ZERO3_LINES = tuple(
+    (o, p, i) for o in (True, False) for p in (True, False) if o or not p for i in (True, False)
+)
+#: The 18 split bytes per parameter, by stage. ZeRO-2: DeepSpeed's comment in stage_1_and_2.py (12 = 4 fp32
+#: weights + 8 moments). ZeRO-3: our reading (stage3.py has none): 2 stay on the GPU under optimizer offload.
+SPLIT_18 = {
+    s: f"split 18 B (2 fp16 {w} + 4 fp32 gradients + 12 Adam state)"
+    for s, w in ((2, "gradients"), (3, "weights"))
+}
 #: The header DeepSpeed prints above the lines: "per CPU" is host memory per node.
 HEADER = "  per CPU  |  per GPU |   Options"
 
@@ -55,10 +65,21 @@ def _floor(value: Fraction) -> int:
     return int(value)
 
 
+def _zero2_gpu(total_params: int, gpus: int) -> int:
+    """DeepSpeed's ZeRO-2 bytes per GPU without offload: 2Ψ whole, 18Ψ split across `gpus`."""
+    return 2 * total_params + _floor(Fraction(18 * total_params, gpus))
+
+
+def zero2_gpu(setup: Setup) -> int:
+    """DeepSpeed's ZeRO-2 bytes per GPU without offload, for a `setup` whose inputs are checked already."""
+    checks.instance("setup", setup, Setup, "an inputs.Setup")
+    return _zero2_gpu(setup.params, setup.gpus)
+
+
 def _common(
     total_params: int, gpus_per_node: int, nodes: int, buffer_factor
 ) -> tuple[int, int, int, Fraction]:
-    """Validate the shared inputs: the package's bounds, and a buffer factor from > 0 to 1,000."""
+    """Validate the shared inputs: the package's bounds, and a margin from > 0 to 1,000."""
     per_node = checks.gpus_per_node(gpus_per_node)
     nodes = checks.whole("nodes", nodes, high=checks.MAX_GPUS // per_node)  # at most MAX_GPUS GPUs in all
     factor = checks.amount(
@@ -84,7 +105,7 @@ def zero2(
     if checks.flag("cpu_offload", cpu_offload):
         gpu, cpu = 2 * p, p * max(4 * gpus, 16) * factor
     else:
-        gpu, cpu = 2 * p + _floor(Fraction(18 * p, gpus)), p * 4 * per_node * factor
+        gpu, cpu = _zero2_gpu(p, gpus), p * 4 * per_node * factor
     return Estimate(f"offload_optimizer={'cpu ' if cpu_offload else 'none'}", gpu, _floor(cpu))
 
 
@@ -128,15 +149,9 @@ def zero2_all_cold(
     total_params: int, gpus_per_node: int = 1, nodes: int = 1, additional_buffer_factor=1.5
 ) -> list[Estimate]:
     """Every line of `estimate_zero2_model_states_mem_needs_all_cold`, in DeepSpeed's order."""
+    args = (total_params, gpus_per_node, nodes)
     return [
-        zero2(
-            total_params,
-            gpus_per_node,
-            nodes,
-            cpu_offload=offload,
-            additional_buffer_factor=additional_buffer_factor,
-        )
-        for offload in (True, False)
+        zero2(*args, cpu_offload=o, additional_buffer_factor=additional_buffer_factor) for o in (True, False)
     ]
 
 
@@ -148,21 +163,10 @@ def zero3_all_cold(
     additional_buffer_factor=1.5,
 ) -> list[Estimate]:
     """Every line of `estimate_zero3_model_states_mem_needs_all_cold`, in DeepSpeed's order."""
+    args, factor = (total_params, largest_layer_params, gpus_per_node, nodes), additional_buffer_factor
     return [
-        zero3(
-            total_params,
-            largest_layer_params,
-            gpus_per_node,
-            nodes,
-            cpu_offload=opt,
-            cpu_offload_params=par,
-            zero_init=init,
-            additional_buffer_factor=additional_buffer_factor,
-        )
-        for opt in (True, False)
-        for par in (True, False)
-        if opt or not par
-        for init in (True, False)
+        zero3(*args, cpu_offload=o, cpu_offload_params=p, zero_init=i, additional_buffer_factor=factor)
+        for o, p, i in ZERO3_LINES
     ]
 
 
@@ -225,7 +229,7 @@ def _column(terms: tuple[Term, ...], total: int, bold) -> str:
 
 
 def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term:
-    """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × buffer factor."""
+    """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × its margin."""
     return Term(
         "larger of fp32 model per process and offloaded state",
         f"max(4 B × {processes}, {units.format_number(state)} B) × Ψ × {units.format_number(factor)}",
@@ -234,7 +238,7 @@ def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term
 
 
 def _per_process(size: int, name: str, per_node: int, factor: Fraction) -> Term:
-    """`size` parameters in fp32 for each of the node's processes, × buffer factor."""
+    """`size` parameters in fp32 for each of the node's processes, × DeepSpeed's margin."""
     return Term(
         f"fp32 {'model' if name == 'Ψ' else 'layer'} per process",
         f"4 B × {name} × {per_node} × {units.format_number(factor)}",
@@ -246,7 +250,7 @@ def explain_zero2(total_params: int, gpus_per_node: int = 1, nodes: int = 1, add
     """Every line of DeepSpeed's ZeRO-2 estimate, each column taken apart into its terms."""
     p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
     gpus, whole = per_node * nodes, Term("fp16 weights, whole", "2 B × Ψ", Fraction(2 * p))
-    split = Term("split 18 B", f"18 B × Ψ / {gpus}", Fraction(18 * p, gpus))
+    split = Term(SPLIT_18[2], f"18 B × Ψ / {gpus}", Fraction(18 * p, gpus))
     offloaded = _host_max(p, gpus, Fraction(16), factor)  # DeepSpeed counts every GPU here, not the node's
     rows = zero2_all_cold(p, per_node, nodes, factor)
     return Explained(
@@ -263,7 +267,7 @@ def _zero3_terms(
     """The GPU and host terms of one ZeRO-3 line."""
     gpus, gpu = per_node * nodes, [Term("largest layer, gathered", "4 B × layer", Fraction(4 * layer))]
     if not par:
-        bytes_each, what = (2, "fp16 weight shard") if opt else (18, "split 18 B")
+        bytes_each, what = (2, "fp16 weight shard") if opt else (18, SPLIT_18[3])
         gpu.append(Term(what, f"{bytes_each} B × Ψ / {gpus}", Fraction(bytes_each * p, gpus)))
     if not opt:
         size, name = (layer, "layer") if init else (p, "Ψ")
@@ -288,10 +292,9 @@ def explain_zero3(
     p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
     layer = checks.whole("largest_layer_params", largest_layer_params, low=0, high=p)
     rows = zero3_all_cold(p, layer, per_node, nodes, factor)
-    choices = [(o, q, i) for o in (True, False) for q in (True, False) if o or not q for i in (True, False)]
     return Explained(
         tuple(
             (row, *_zero3_terms(p, layer, per_node, nodes, factor, *c))
-            for row, c in zip(rows, choices, strict=True)
+            for row, c in zip(rows, ZERO3_LINES, strict=True)
         )
     )

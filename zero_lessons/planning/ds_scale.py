@@ -102,6 +102,12 @@ class StageTraffic:
         """Bytes of weights, gradients and optimizer state on the fullest rank."""
         return self.weights + self.gradients + self.optimizer
 
+    @property
+    def before_reduction(self) -> int | None:
+        """Stage 1's bytes per rank as it starts reducing, at the end of backward, with every bf16 gradient
+        still whole (its peak; the lab measures the same moment); None at other stages."""
+        return self.weights + BF16 * self.params + self.optimizer if self.stage == 1 else None
+
 
 def _held(modules, stage: int, gpus: int) -> tuple[int, int, int]:
     """(weights, fullest rank's gradients, optimizer) bytes per rank after the backward pass."""
@@ -151,7 +157,7 @@ class Reuse:
     """Stage 3's weights gathered once a step: kept whole from their forward use to their backward use."""
 
     params: int  #: Ψ
-    by_distance: int  #: elements kept as their backward use lies within the reuse distance
+    by_distance: int  #: elements kept as their reuse distance is below the max reuse distance
     by_prefetch: int  #: further elements kept as the prefetcher had already walked past their backward use
 
     @property
@@ -173,8 +179,8 @@ def _once(modules, prefetch: int, knobs: Knobs) -> int:
 def reuse(modules=None, knobs: Knobs = Knobs()) -> Reuse:
     """Which weights stage 3 keeps for backward (default: the 7.5 B model, DeepSpeed's defaults), and why.
 
-    Without prefetching, only the reuse distance keeps a tensor; with it, the prefetcher may also walk past a
-    tensor's backward use before the tensor is released, which keeps it too."""
+    Without prefetching, only the max reuse distance keeps a tensor; with it, the prefetcher may also walk
+    past a tensor's backward use before the tensor is released, which keeps it too."""
     modules = _checked(modules, knobs)
     by_distance = _once(modules, 0, knobs)
     return Reuse(
@@ -206,6 +212,11 @@ def predict(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> tuple[StageT
     return tuple(out)
 
 
+def _gb(nbytes: int) -> str:
+    """Bytes as decimal GB (10⁹), two places."""
+    return f"{nbytes / 1e9:.2f}"
+
+
 @dataclass(frozen=True, repr=False)
 class Comparison:
     """The per-stage predictions as a table a beginner can read: the paper's column beside DeepSpeed's."""
@@ -225,8 +236,13 @@ class Comparison:
         lines = [
             [
                 f"ZeRO-{int(r.stage)}",
-                f"{float(r.paper_bytes) / 1e9:.2f}",
-                f"{r.held / 1e9:.2f}",
+                _gb(float(r.paper_bytes)),
+                _gb(r.held)
+                + (
+                    ""
+                    if r.before_reduction is None
+                    else f" (before its reduction: {_gb(r.before_reduction)})"
+                ),
                 f"{r.paper_sent / r.params:.2f}Ψ",
                 f"{r.sent / r.params:.2f}Ψ",
             ]

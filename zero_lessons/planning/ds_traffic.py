@@ -23,7 +23,8 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import memory
+from .. import checks, memory
+from .step_knobs import DeepSpeed
 
 Modules = Sequence[Sequence[int]]  #: tensor sizes of each module with parameters, in forward order
 
@@ -190,3 +191,40 @@ def _released(order, used, step: int, seen: dict, sizes, reuse: int) -> set[int]
             out.discard(index)
             traversed += sizes[index]
     return out
+
+
+#: The DeepSpeed knobs `knob_collectives` reads: they decide how a step's traffic is cut into collectives.
+KNOBS = (
+    "reduce_bucket_size",
+    "prefetch_bucket_size",
+    "max_live_parameters",
+    "max_reuse_distance",
+    "param_persistence_threshold",
+)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of a steady-state step: the tensors it carries and the elements in its whole buffer."""
+
+    kind: str  #: "all_reduce" (stage 1/2 gradients) or "all_gather" (stage 3 weights)
+    tensors: tuple[int, ...]  #: sizes of the tensors it carries, in elements
+    elements: int  #: elements in its whole buffer (stage 3 pads each tensor to N pieces)
+
+
+def knob_collectives(modules: Modules, gpus: int, fw: DeepSpeed) -> tuple[Collective, ...]:
+    """The collectives that `fw`'s bucket and gather knobs cut in one step on `gpus` ranks: stage 1/2's
+    gradient all-reduces, one per bucket, or stage 3's weight all-gathers (tensors above the threshold)."""
+    if not isinstance(fw, DeepSpeed):
+        raise TypeError(f"fw must be a planning DeepSpeed, e.g. DeepSpeed(stage=3), got {type(fw).__name__}")
+    checks.whole("gpus", gpus, low=1, high=1_000_000)
+    sizes = [n for m in modules for n in m]
+    if fw.stage in (1, 2):
+        groups = buckets(gradient_order(modules, int(fw.stage)), sizes, fw.reduce_bucket_size)
+        carried = [tuple(sizes[i] for i in g) for g in groups]
+        return tuple(Collective("all_reduce", c, sum(c)) for c in carried)
+    big = [[n for n in m if n > fw.param_persistence_threshold] for m in modules]  # the rest stays whole
+    flat = [n for m in big for n in m]
+    knobs = (fw.prefetch_bucket_size, fw.max_live_parameters, fw.max_reuse_distance)
+    carried = [tuple(flat[i] for i in g) for g in stage3_gathers(big, *knobs)]
+    return tuple(Collective("all_gather", c, pieces(c, gpus)) for c in carried)

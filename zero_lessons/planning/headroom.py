@@ -4,7 +4,8 @@ The article's bare rule takes the lowest stage whose model state fits. A pick th
 percent fails in practice: the CUDA context, communication buffers and the transient peaks of lesson 09 need
 room that the model state leaves out. So the advice asks every choice to leave `headroom` of each GPU free
 (HEADROOM, 10%, unless told otherwise), names a lower choice that fits only with less, and warns when a pick
-made with a smaller headroom leaves under HEADROOM free.
+made with a smaller headroom leaves under HEADROOM free. It sizes stages by the ZeRO paper's count, and warns
+when DeepSpeed's own estimator, which counts more at stages 1 and 2, would leave less than the headroom free.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from fractions import Fraction
 
 from .. import memory, units
 from ..inputs import Setup
+from ..recipes import MIXED_ADAM
 from ..stages import Stage
-from . import host_check, offload
+from . import ds_estimator, host_check, offload
 
 #: The share of each GPU the advice leaves free unless told otherwise; below it, a pick is warned about.
 HEADROOM = Fraction(1, 10)
@@ -29,6 +31,9 @@ CLAIMANTS = {
 TOO_LITTLE = (
     "too little for the CUDA context, buffers and at least part of a step's transient peaks (lesson 09)"
 )
+
+#: What DeepSpeed's estimator adds to the paper's count at stages 1 and 2, in a few words.
+FP32_COPY = "it adds an fp32 copy of the gradient shard, made at the optimizer step"
 
 #: How the advice shows bytes: `units.format_bytes` with the caller's unit.
 Show = Callable[[Fraction | int], str]
@@ -88,3 +93,27 @@ def thin_offload(
             label = f"{plan.stage.label} with {plan.offload} offload"
             return [thin_fit(label, plan.gpu, setup.gpu_memory, share, show)]
     return []
+
+
+def estimator_warning(
+    setup: Setup, stage: Stage | None, act: Fraction, share: Fraction, show: Show
+) -> tuple[str, ...]:
+    """A warning when a stage-1 or stage-2 pick, by DeepSpeed's estimator, leaves under `share` of a GPU free.
+
+    DeepSpeed's stages 1 and 2 share one estimator, 2Ψ + 18Ψ/N_d bytes per GPU: the paper's stage 2 plus the
+    fp32 copy of the gradient shard (4Ψ/N_d). It counts mixed-precision Adam only, so other recipes are not
+    checked.
+    """
+    if stage not in (Stage.ZERO1, Stage.ZERO2) or setup.recipe != MIXED_ADAM:
+        return ()
+    capacity = setup.gpu_memory
+    need = ds_estimator.zero2_gpu(setup) + act
+    if capacity - need >= capacity * share:
+        return ()
+    room = (
+        f"more than the {show(capacity)} a GPU holds"
+        if need > capacity
+        else f"leaving {show(capacity - need)} of {show(capacity)} free, under {percent(share)}%"
+    )
+    with_act = " with the activations" if act else ""
+    return (f"by DeepSpeed's estimator this pick needs {show(need)} per GPU{with_act} ({FP32_COPY}), {room}",)

@@ -46,9 +46,9 @@ ORDER = ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "
 #: Why DeepSpeed's host estimate exceeds the package's count, by the stage of the offload.
 DEEPSPEED_HOST = {
     Stage.ZERO2: "DeepSpeed's ZeRO-2 offload estimate grows with the cluster: max(4 × GPUs, 16) bytes per "
-    "parameter on every node, times a buffer factor of 1.5",
+    "parameter on every node, times a margin of 1.5",
     Stage.ZERO3: "DeepSpeed's estimator counts the gradients on the host in fp32 (4 bytes per parameter, "
-    "where the package counts 2 in 16 bits) and multiplies by a buffer factor of 1.5",
+    "where the package counts 2 in 16 bits) and multiplies by a margin of 1.5",
 }
 
 
@@ -113,6 +113,24 @@ def link_bytes(
     # DeepSpeed keeps the first MAX_IN_CPU weight elements in host memory; only the rest live on the drive
     on_drive = max(shard - MAX_IN_CPU, 0) if parameters else 0
     return shard * 2 * (recipe.optimizer_bytes + NVME_GRAD_BYTES) + on_drive * 3 * recipe.weight_bytes
+
+
+#: Bytes per shard element DeepSpeed's code (0.19.8) sends over one GPU's PCIe link per step with only the
+#: optimizer offloaded, in 16-bit training: the gradient shard goes down cast to fp32 (DOWN, 4; its
+#: stage_1_and_2.py casts before it copies) and the updated 16-bit weight shard comes back (BACK, 2).
+#: Stage 3 first sends the 16-bit gradient shard to a host buffer and straight back (2 + 2, stage3.py).
+DEEPSPEED_DOWN, DEEPSPEED_BACK = 4, 2
+DEEPSPEED_PCIE = {
+    Stage.ZERO1: DEEPSPEED_DOWN + DEEPSPEED_BACK,
+    Stage.ZERO2: DEEPSPEED_DOWN + DEEPSPEED_BACK,
+    Stage.ZERO3: 2 + 2 + DEEPSPEED_DOWN + DEEPSPEED_BACK,
+}
+
+
+def deepspeed_pcie_bytes(params: int, gpus: int, stage: StageLike) -> Fraction:
+    """Bytes one GPU's share sends over PCIe per step with the optimizer offloaded, by DeepSpeed's code."""
+    stage, _ = rule(stage, "optimizer")
+    return DEEPSPEED_PCIE[stage] * memory.shard_elements(params, gpus)
 
 
 def _nvme_needs_stage_3(field: str, stage: Stage) -> None:
@@ -219,7 +237,7 @@ def least(setup: Setup, activations: Fraction, host: Fraction, gpus_per_node: in
 def deepspeed_host(
     setup: Setup, stage: Stage, offload: str, gpus_per_node: int, *, zero_init: bool = True
 ) -> int:
-    """Host bytes per node DeepSpeed's own estimator gives for an offload (buffer factor 1.5).
+    """Host bytes per node DeepSpeed's own estimator gives for an offload (with its margin of 1.5).
 
     At stage 3 it depends on `zero_init`: whether the training script builds the model inside
     `deepspeed.zero.Init` (code, not a config key). Stages 1 and 2 have one figure either way. Under

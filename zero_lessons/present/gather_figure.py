@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from .. import tables
 from ..planning import ds_traffic
 from .lab_figures import RANK_COLOURS
 
@@ -72,7 +73,8 @@ def _panel(ax, spans: list[Hold], names: list[str], labels: list[str]) -> None:
     for t in range(rows):
         count = sum(1 for h in spans if h.tensor == t)
         ax.text(len(labels) - 0.3, rows - 1 - t, f"gathered {count}×", va="center", fontsize=9)
-    ax.axvline((len(labels) - 1) / 2, color="black", linewidth=0.8, linestyle="--")
+    # the loss ends the forward pass: the divider runs just after its tick, before backward's first module
+    ax.axvline(len(labels) // 2 + 0.5, color="black", linewidth=0.8, linestyle="--")
     ax.grid(axis="x", color="0.85", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.set_yticks(range(rows))
@@ -82,7 +84,7 @@ def _panel(ax, spans: list[Hold], names: list[str], labels: list[str]) -> None:
 
 
 def plot_gathers(modules, settings: dict[str, tuple[int, int, int]], names: list[str]) -> Figure:
-    """One panel per setting (title: prefetch bucket, live limit, reuse distance): each tensor's held
+    """One panel per setting (title: prefetch bucket, live limit, max reuse distance): each tensor's held
     stretches along the step's modules, forward then backward, so a tensor gathered twice shows two bars."""
     tensors = sum(len(m) for m in modules)
     if not settings or len(names) != tensors:
@@ -105,3 +107,53 @@ def plot_gathers(modules, settings: dict[str, tuple[int, int, int]], names: list
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+WALK_HEAD = ("module", "room", "prefetched", "the walk has reached", "after the module runs")
+
+
+@dataclass(frozen=True, repr=False)
+class ForwardWalk:
+    """Stage 3's forward pass, module by module: the prefetcher's room, what it gathers, the farthest use its
+    walk has reached, and which used tensors are released or kept."""
+
+    rows: tuple[tuple[str, ...], ...]  #: one per forward module, as `WALK_HEAD` names the columns
+
+    def grid(self) -> list[list[str]]:
+        """Header and one line per forward module."""
+        return [list(WALK_HEAD), *map(list, self.rows)]
+
+    def _repr_markdown_(self) -> str:
+        return tables.markdown(self.grid(), ["---", "--:", "---", "---", "---"])
+
+    def __repr__(self) -> str:
+        return "\n".join("  ".join(line) for line in self.grid())
+
+
+def forward_walk(modules, knobs: tuple[int, int, int], names: list[str]) -> ForwardWalk:
+    """`ds_traffic.stage3_walk` over the forward pass, for a table: with `knobs` (prefetch bucket, live
+    limit, max reuse distance), which tensors each module's walk gathers and how far it has looked ahead."""
+    labels = module_labels(modules)
+    middle = len(labels) // 2  # the loss; backward follows it
+    reached = -1
+
+    def listed(verb: str, indices) -> list[str]:
+        return [f"{verb}{', '.join(names[i] for i in indices)}"] if indices else []
+
+    rows = []
+    for v in ds_traffic.stage3_walk(modules, *knobs)[:middle]:
+        reached = max([reached, *(step for _, step in v.looked)])
+        kept = [i for i in v.used if i not in v.released]
+        gathers = listed("", v.prefetched) + listed("on demand: ", v.on_demand)
+        after = listed("releases ", v.released) + listed("keeps ", kept)
+        side = "forward" if reached < middle else "backward"
+        rows.append(
+            (
+                labels[v.step],
+                f"{v.room:,}",
+                "; ".join(gathers) or "—",
+                f"{labels[reached]} ({side})" if reached >= 0 else "—",
+                "; ".join(after) or "—",
+            )
+        )
+    return ForwardWalk(tuple(rows))

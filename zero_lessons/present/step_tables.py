@@ -1,6 +1,7 @@
-"""Memory over one step as tables for a lesson: what a rank holds at a phase, each setup's peak, stage 3's
-prefetch walk and what it holds gathered, and the step model beside the lab's measurement. Exact bytes are
-rounded only here, in the unit asked for; tables render as Markdown and HTML."""
+"""Memory over one step as tables for a lesson: what a rank holds at a phase, its kinds at several phases side
+by side, a phase as one sum, each setup's peak, the step model beside the lab's measurement, and the traffic
+DeepSpeed's knobs cut. Exact bytes are rounded only here, in the unit asked for; tables render as Markdown and
+HTML. Stage 3's prefetch walk: `walk_tables`."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from fractions import Fraction
 from html import escape
 
 from .. import checks, units
-from ..planning.step_coordinator import Visit, replay, walk
-from ..planning.step_effects import EffectTable
-from ..planning.step_knobs import DeepSpeed
-from ..planning.step_model import Model
-from ..planning.step_parts import KINDS, Phase, Timeline
+from ..planning import ds_scale, ds_traffic
+from ..planning.activations import Transformer
+from ..planning.step_effects import CHANGES, EffectTable
+from ..planning.step_model import transformer_model
+from ..planning.step_parts import KINDS, TRANSIENT, Phase, Timeline
 
 
 @dataclass(frozen=True, repr=False)
@@ -66,6 +67,54 @@ def parts_table(phase: Phase, unit: str = "GB") -> Table:
         body += [("" if i else kind, _shown(p.nbytes, unit), p.reason) for i, p in enumerate(parts)]
     total = ("total", _shown(phase.total, unit), f"at {phase.name}")
     return Table(("kind", unit, "why it is there"), (*body, total), (False, True, False))
+
+
+@dataclass(frozen=True, repr=False)
+class Sum:
+    """A phase's bytes as one line: its model state, then each kind beyond it, adding up to its total."""
+
+    phase: str  #: the phase's name
+    terms: tuple[tuple[str, int | Fraction], ...]  #: (name, bytes): model state first, then largest first
+    total: int | Fraction  #: the phase's bytes
+    unit: str  #: the unit shown
+
+    def __str__(self) -> str:
+        shown = " + ".join(f"{name} {_shown(n, self.unit)}" for name, n in self.terms)
+        return f"at {self.phase}, in {self.unit}: {shown} = {_shown(self.total, self.unit)}"
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def sum_line(phase: Phase, unit: str = "B") -> Sum:
+    """`phase`'s bytes as a sum: the model state, then each kind beyond it that it holds, largest first."""
+    checks.instance("phase", phase, Phase, "a planning Phase, e.g. timeline(...).peak")
+    beyond = sorted((k for k in TRANSIENT if phase.bytes_of(k)), key=lambda k: -phase.bytes_of(k))
+    terms = (("model state", phase.model_state), *((k, phase.bytes_of(k)) for k in beyond))
+    return Sum(phase.name, terms, phase.total, units.unit_name(unit))
+
+
+def kinds_table(phases: dict, unit: str = "GB") -> Table:
+    """Bytes of each kind of part at several phases side by side (`phases`: column label -> Phase), every kind
+    any of them holds, in KINDS order, then the total; with two phases, a last column of the second minus the
+    first, taken from the values as shown, so each row adds up as printed."""
+    if not isinstance(phases, dict) or not phases or not all(isinstance(k, str) for k in phases):
+        raise TypeError(f"phases must be a non-empty dict of label -> Phase, got {checks.shown(phases)}")
+    for label, phase in phases.items():
+        checks.instance(f"phases[{label!r}]", phase, Phase, "a planning Phase, e.g. timeline(...).peak")
+    unit, labels, columns = units.unit_name(unit), list(phases), list(phases.values())
+    rows = [(k, [p.bytes_of(k) for p in columns]) for k in KINDS if any(p.bytes_of(k) for p in columns)]
+    body = []
+    for name, values in [*rows, ("total", [p.total for p in columns])]:
+        change = [_as_shown(values[1], unit) - _as_shown(values[0], unit)] if len(values) == 2 else []
+        shown = [_shown(v, unit) for v in values] + [("+" if c > 0 else "") + _shown(c, unit) for c in change]
+        body.append((name, *shown))  # a rise shows its sign, as a fall does
+    head = ("kind", *(f"{label} {unit}" for label in labels))
+    head += (f"{labels[1]} − {labels[0]} {unit}",) if len(labels) == 2 else ()
+    return Table(head, tuple(body), (False, *[True] * (len(head) - 1)))
 
 
 def peak_table(timelines, unit: str = "GB") -> Table:
@@ -152,9 +201,9 @@ def text_table(head, rows) -> Table:
 
 def measured_table(rows, unit: str = "kB", digits: int = 1) -> Table:
     """Per (setup, phase, step model bytes, measured bytes, tolerance bytes) row: the step model beside the
-    measurement, in `unit` to `digits` decimals, and the tolerance in exact bytes. Measured bytes can differ
-    between runs by a few bytes of scalars, so they are shown rounded; the difference is that of the values
-    as shown, so a row adds up."""
+    measurement and the tolerance, all in `unit` to `digits` decimals. Measured bytes can differ between runs
+    by a few bytes of scalars, so they are shown rounded; the difference is that of the values as shown, so a
+    row adds up."""
     unit = units.unit_name(unit)
     if not isinstance(rows, (tuple, list)) or not rows or any(len(r) != 5 for r in rows):
         raise TypeError(f"rows must be (setup, phase, model, measured, tolerance), got {checks.shown(rows)}")
@@ -163,137 +212,39 @@ def measured_table(rows, unit: str = "kB", digits: int = 1) -> Table:
         setup, phase, model, measured, tolerance = row
         shown = [_as_shown(b, unit, digits) for b in (model, measured)]
         cells = (_shown(v, unit, digits) for v in (model, measured, shown[1] - shown[0]))
-        body.append((str(setup), str(phase), *cells, _shown(tolerance, "B")))
+        body.append((str(setup), str(phase), *cells, _shown(tolerance, unit, digits)))
     head = ("setup", "phase", f"step model {unit}", f"measured {unit}", f"measured − step model {unit}")
-    return Table((*head, "tolerance B"), tuple(body), (False, False, True, True, True, True))
+    return Table((*head, f"tolerance {unit}"), tuple(body), (False, False, True, True, True, True))
 
 
-def walk_table(model: Model, fw: DeepSpeed, steps: int | None = None) -> Table:
-    """Stage 3's first `steps` steps of the trace (all by default), in elements: what each module needs, the
-    room its prefetch walk has, what the walk adds (one all-gather) and passes already gathered, what is then
-    gathered against max_live_parameters, and whether the module's tensors are freed or kept after it runs."""
-    checks.instance("model", model, Model, "a planning Model, e.g. transformer_model(...)")
-    checks.instance("fw", fw, DeepSpeed, "DeepSpeed(stage=3, ...)")
-    visits = walk(model, fw)
-    count = len(visits) if steps is None else checks.whole("steps", steps, high=len(visits))
-    n, body, passed = len(model.layers), [], set()
-    for v in visits[:count]:
-        passed |= {(layer, step) for layer, _, step in v.passed}
-        name = "root module" if v.layer == n else model.layers[v.layer].name
-        uses = dict.fromkeys(f"{_pass(step, n)} {model.layers[i].name}" for i, _, step in v.passed)
-        body.append(
-            (
-                f"{_pass(v.step, n)} {name}",
-                _needs(model, v),
-                _room(fw, v),
-                _tensors(model, v.prefetched),
-                ", ".join(uses) or "—",
-                f"{v.live:,}",
-                _after(model, v, (v.layer, 2 * n + 1 - v.layer) in passed),
-            )
+#: The knobs `traffic_table` counts by default: ZeRO-2's bucket and two of stage 3's gather knobs.
+TRAFFIC_KNOBS = ("reduce_bucket_size", "prefetch_bucket_size", "max_reuse_distance")
+
+
+def traffic_table(shape: Transformer, gpus: int, knobs: tuple[str, ...] = TRAFFIC_KNOBS) -> Table:
+    """Per DeepSpeed knob of `step_effects.CHANGES`, turned as there: the collectives it cuts in one step of
+    the GPT `shape` on `gpus` ranks (`ds_traffic.knob_collectives`), before → after: how many, and the
+    elements in their buffers.
+
+    The model is split as DeepSpeed fetches it, each Linear and norm a module of its own
+    (`ds_scale.gpt_modules`), not a block as one module as the step model runs it: the split decides how
+    the prefetcher groups its gathers and which weights it keeps for backward."""
+    checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
+    changes = {c.knob: c for c in CHANGES if c.knob in ds_traffic.KNOBS}
+    if not isinstance(knobs, tuple) or not knobs or any(k not in changes for k in knobs):
+        raise ValueError(f"knobs must be a tuple of {', '.join(changes)}, got {checks.shown(knobs)}")
+    modules = ds_scale.gpt_modules(shape.layers, shape.hidden, shape.vocab)
+    psi, counted = transformer_model(shape).params, sum(n for m in modules for n in m)
+    if counted != psi:  # two splits of one model: a change to either must reach the other
+        raise ValueError(f"ds_scale.gpt_modules counts {counted:,} parameters, transformer_model {psi:,}")
+    body = []
+    for knob in knobs:
+        before, after = (
+            ds_traffic.knob_collectives(modules, gpus, fw)
+            for fw in (changes[knob].before, changes[knob].after)
         )
-    limit = f"gathered (max_live_parameters = {fw.max_live_parameters:,})"
-    head = (
-        "step",
-        "its own tensors",
-        "walk's room",
-        "walk gathers (one all-gather)",
-        "walk passes",
-        limit,
-        "after",
-    )
-    return Table(head, tuple(body), (False, False, False, False, False, True, False))
-
-
-def _pass(step: int, layers: int) -> str:
-    """Which pass a trace step belongs to: "fwd" for the root module and the layers, then "bwd"."""
-    return "fwd" if step <= layers else "bwd"
-
-
-def _tensors(model: Model, tensors) -> str:
-    """(layer, elements) pairs as "linear 4 (32), linear 1 (1,024) = 1,056", each layer once, in order."""
-    sizes: dict[int, list[int]] = {}
-    for layer, elements in tensors:
-        sizes.setdefault(layer, []).append(elements)
-    shown = [f"{model.layers[i].name} ({' + '.join(f'{e:,}' for e in ns)})" for i, ns in sizes.items()]
-    return ", ".join(shown) + (f" = {sum(e for _, e in tensors):,}" if len(tensors) > 1 else "") or "—"
-
-
-def _needs(model: Model, v: Visit) -> str:
-    """The module's own tensors, and whether they had to be all-gathered now."""
-    own = model.layers[v.layer].tensors if v.layer < len(model.layers) else ()
-    if not own:
-        return "none"
-    return f"{_tensors(model, v.fetched)}, gathered now" if v.fetched else "already gathered"
-
-
-def _room(fw: DeepSpeed, v: Visit) -> str:
-    """The walk's budget: prefetch_bucket_size, or what max_live_parameters leaves if that is less."""
-    before = v.live - sum(e for _, e in v.prefetched)
-    if fw.prefetch_bucket_size == 0:
-        return "none: prefetch_bucket_size is 0"
-    if v.budget == fw.prefetch_bucket_size:
-        return f"{v.budget:,} (prefetch_bucket_size)"
-    if v.budget <= 0:
-        return f"none: {before:,} ≥ {fw.max_live_parameters:,}"
-    return f"{fw.max_live_parameters:,} − {before:,} = {v.budget:,}"
-
-
-def _after(model: Model, v: Visit, passed: bool) -> str:
-    """Whether the module's tensors are freed after it runs, or kept, and why."""
-    own = model.layers[v.layer].tensors if v.layer < len(model.layers) else ()
-    if not own:
-        return "—"
-    if v.released:
-        return "freed"
-    forward = _pass(v.step, len(model.layers)) == "fwd"
-    return "kept: the walk passed its backward use" if passed and forward else "kept: reused soon"
-
-
-def held_table(model: Model, fw: DeepSpeed, at: str) -> Table:
-    """What stage 3 holds gathered while layer `at` runs forward, tensor by tensor, in elements: its own copy
-    (and why it has one), the all-gather buffer it is still in (named by the step that gathered it), and the
-    elements that makes. A tensor with both is held twice: its copy, and its place in a buffer that is freed
-    only once every tensor it brought has been used."""
-    checks.instance("model", model, Model, "a planning Model, e.g. transformer_model(...)")
-    checks.instance("fw", fw, DeepSpeed, "DeepSpeed(stage=3, ...)")
-    names = [layer.name for layer in model.layers]
-    if at not in names:
-        raise ValueError(f"at must name one of the model's layers ({', '.join(names)}), got {at!r}")
-    index = names.index(at)
-    snap = replay(model, fw)[0][index]  # the forward steps come first, one per layer
-    own = [(index, n) for n in model.layers[index].tensors if n > fw.param_persistence_threshold]
-    roles = (("its own, in use", own), ("prefetched, copied out", snap.ready))
-    roles += (("kept for reuse", snap.kept_tensors),)
-    rows = [[t, why, "—"] for why, tensors in roles for t in tensors]
-    for source, tensors in _buffers(model, walk(model, fw)[: index + 2]):
-        for t in tensors:
-            row = next((r for r in rows if r[0] == t and r[2] == "—"), None)
-            if row is None:
-                rows.append(row := [t, "—", "—"])
-            row[2] = source
-    rows.sort(key=lambda r: (r[0][0], model.layers[r[0][0]].tensors.index(r[0][1])))
-    held = [n * ((why != "—") + (buffer != "—")) for (_, n), why, buffer in rows]
-    body = [
-        (names[layer], f"{n:,}", why, buffer, f"{h:,}")
-        for ((layer, n), why, buffer), h in zip(rows, held, strict=True)
-    ]
-    total = ("total", f"{sum(r[0][1] for r in rows):,}", "", "", f"{sum(held):,}")
-    head = ("layer", "tensor elements", "its own copy", "still in the all-gather buffer of", "elements held")
-    return Table(head, (*body, total), (False, True, False, False, True))
-
-
-def _buffers(model: Model, visits) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
-    """The all-gather buffers alive once the last of `visits` has run its prefetch walk: the step whose
-    all-gather filled each ("linear 1's walk"), and every tensor it brought (it stays whole until freed)."""
-    alive: list[tuple[str, tuple, list]] = []
-    for v in visits:
-        name = "the root module" if v.layer == len(model.layers) else model.layers[v.layer].name
-        if v.fetched:
-            alive.append((f"{name}'s own all-gather", v.fetched, list(v.fetched)))
-        for _, _, pending in alive:  # the layer uses its tensors: each buffer lives until all are used
-            pending[:] = [t for t in pending if t[0] != v.layer]
-        if v.prefetched:
-            alive.append((f"{name}'s walk", v.prefetched, list(v.prefetched)))
-        alive = [b for b in alive if b[2]]
-    return [(source, tensors) for source, tensors, _ in alive]
+        calls = f"{len(before):,} → {len(after):,}"
+        elements = " → ".join(f"{sum(c.elements for c in side):,}" for side in (before, after))
+        body.append((knob, calls, elements))
+    head = ("knob", "collectives per step", "elements in the collectives' buffers")
+    return Table(head, tuple(body), (False, False, False))

@@ -1,0 +1,79 @@
+"""The four counts of lesson 06, each checked against its own reference for the article's 7.5 B on 8 GPUs."""
+
+from fractions import Fraction
+
+import pytest
+
+from conftest import need_module
+from zero_lessons import GB
+from zero_lessons.planning import counts, offload
+
+PSI = 7_500_000_000
+
+
+def test_each_count_gives_the_figures_worked_by_hand():
+    paper, estimator, package, code = counts.four(PSI, 8)
+    assert paper.gpu == Fraction("28.125") * GB  # the article: 2Ψ + 14Ψ/8
+    assert (paper.gpu_offloaded, paper.host, paper.pcie) == (None, None, None)
+    # DeepSpeed's comment: 2 whole + 18 split; offloaded, 2 on the GPU and max(4 × 8, 16) × 1.5 on the host
+    assert (estimator.gpu, estimator.gpu_offloaded) == (Fraction("31.875") * GB, 15 * GB)
+    assert (estimator.host, estimator.pcie) == (360 * GB, None)
+    # the ZeRO-Offload paper's split: 2 on the GPU, 14 per GPU on the host; 2 + 2 B per shard element on PCIe
+    assert (package.gpu, package.gpu_offloaded, package.host) == (paper.gpu, 15 * GB, 105 * GB)
+    assert package.pcie == Fraction("3.75") * GB
+    # DeepSpeed's code: the gradient shard down in fp32 (4) and the weight shard back (2)
+    assert (code.gpu, code.gpu_offloaded, code.host, code.pcie) == (None, None, None, Fraction("5.625") * GB)
+
+
+def test_deepspeed_pcie_bytes_per_shard_element_by_stage():
+    shard = PSI // 8
+    assert [offload.deepspeed_pcie_bytes(PSI, 8, stage) for stage in (1, 2, 3)] == [6 * shard] * 2 + [
+        10 * shard
+    ]
+    with pytest.raises(ValueError, match="offload needs a partitioned optimizer"):
+        offload.deepspeed_pcie_bytes(PSI, 8, 0)
+
+
+def test_the_estimators_row_is_deepspeeds_own_function():
+    s12 = need_module("deepspeed.runtime.zero.stage_1_and_2")
+    estimator = counts.four(PSI, 8)[1]
+    for cpu_offload, gpu in ((False, estimator.gpu), (True, estimator.gpu_offloaded)):
+        cpu_bytes, gpu_bytes = s12.estimate_zero2_model_states_mem_needs(PSI, 8, 1, cpu_offload)
+        assert gpu_bytes == gpu
+    assert cpu_bytes == estimator.host
+
+
+def test_the_table_names_each_count_once_with_a_dash_where_it_gives_no_figure():
+    lines = counts.table(PSI, 8).splitlines()
+    assert len(lines) == 2 + 4 and lines[0].startswith("| count | per GPU, no offload |")
+    names = [line.split("|")[1].strip() for line in lines[2:]]
+    assert [name.split("**")[1] for name in names] == list(counts.INCLUDES)
+    assert lines[2].endswith("| 28.125 GB | — | — | — |") and lines[5].endswith("| — | — | — | 5.625 GB |")
+    # the estimator's row shows DeepSpeed's figures in decimal GB (31.875), not as it prints them (29.69 "GB")
+    assert "| 31.875 GB |" in lines[3] and "29.69" not in lines[3]
+
+
+def test_the_map_names_each_count_with_what_it_includes_and_no_figures():
+    lines = counts.MAP.splitlines()
+    assert len(lines) == 2 + 4 and lines[0] == "| count | what it includes | package code |"
+    assert [line.split("**")[1] for line in lines[2:]] == list(counts.INCLUDES)
+    assert "converted to decimal GB" not in counts.table(PSI, 8) and "converts them to decimal GB" in lines[3]
+    assert "`offload.deepspeed_pcie_bytes`, `offload.capacity`" in lines[5]
+    # a map of contents: the worked example's figures live in the recap table only
+    words = " ".join(counts.INCLUDES.values())
+    for name in ("16-bit", "fp32", "stage 3"):  # names, not figures
+        words = words.replace(name, "")
+    assert not any(char.isdigit() for char in words)
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: counts.four(PSI, 2048), ValueError, "gpus must be"),
+        (lambda: counts.four(PSI, 0), ValueError, "gpus must be"),
+        (lambda: counts.Count("my count", None, None, None, None), ValueError, "name must be one of"),
+    ],
+)
+def test_bad_input(call, error, words):
+    with pytest.raises(error, match=words):
+        call()

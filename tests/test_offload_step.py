@@ -1,0 +1,56 @@
+"""One ZeRO-2 offload step in seconds: the trip down hides behind the backward pass; the rest waits."""
+
+from fractions import Fraction
+
+import pytest
+
+from zero_lessons.planning import offload_step
+
+PSI = 7_500_000_000
+
+
+def test_the_articles_model_worked_by_hand():
+    """7.5 B on 8 GPUs, 4,096 tokens each at 150 TFLOP/s, 25 GB/s: compute 6Ψ × 4,096 / 1.5e14 = 1.2288 s;
+    down 4 B × Ψ/8 / 25 GB/s = 0.15 s, hidden; Adam 10 s × 7.5/18; back 2 B × Ψ/8 / 25 GB/s = 0.075 s."""
+    step = offload_step.zero2_step(PSI, 8, 4096, 150 * 10**12, "25 GB/s")
+    compute, down, adam, back = step.phases
+    assert (compute.seconds, down.seconds, back.seconds) == (
+        Fraction("1.2288"),
+        Fraction(3, 20),
+        Fraction(3, 40),
+    )
+    assert down.adds == 0 and adam.seconds == Fraction(25, 6) and adam.estimated
+    assert step.total == Fraction("1.2288") + Fraction(25, 6) + Fraction(3, 40)
+    assert step.rows()[-1][-1] == "**about 5.5**" and step.rows()[3][2] == "about 4.2"
+    # the table itself says where the CPU's step comes from; a measured one is not labelled
+    assert step.rows()[3][0] == "the CPU's Adam step (a rough guess from one slow report)"
+
+
+def test_a_small_batch_lets_the_gradients_outlast_the_backward_pass():
+    """256 tokens: compute 0.0768 s, backward two thirds of it (0.0512 s); the 0.15 s trip adds 0.0988."""
+    step = offload_step.zero2_step(PSI, 8, 256, 150 * 10**12, "25 GB/s", cpu_step=2)
+    assert step.phases[1].adds == Fraction("0.0988") and not step.phases[2].estimated
+    assert step.total == Fraction("0.0768") + Fraction("0.0988") + 2 + Fraction("0.075")
+    assert step.rows()[-1][-1] == "**2.251**" and step.table().count("\n") == 6
+    assert offload_step.GUESS not in step.table()
+
+
+def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
+    assert offload_step.cpu_adam_seconds(18 * 10**9) == 10  # the issue's own figure
+    two_nodes = offload_step.zero2_step(PSI, 16, 4096, 150 * 10**12, "25 GB/s")
+    assert two_nodes.phases[2].seconds == Fraction(25, 12)  # each node's CPUs update half of Ψ
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"cpu_step": 0}, "cpu_step must be a number > 0"),
+        ({"cpu_step": 10**6}, "cpu_step must be at most"),
+        ({"tokens_per_gpu": 0}, "tokens_per_gpu must be"),
+        ({"bandwidth": "fast"}, "bandwidth"),
+    ],
+)
+def test_bad_input(kwargs, words):
+    args = {"params": PSI, "gpus": 8, "tokens_per_gpu": 4096, "flops_per_second": 10**14, "bandwidth": 10**9}
+    with pytest.raises((ValueError, TypeError), match=words):
+        offload_step.zero2_step(**(args | kwargs))

@@ -1,0 +1,121 @@
+"""The four counts of training-state bytes that lesson 06 sets side by side, each named once: a map of what
+each includes (`MAP`), and its figures for one worked example (`four`, `table`): ZeRO-2 on one node, without
+offload and with the optimizer offloaded to host memory.
+
+- the ZeRO paper: 16 bytes per parameter of model state, on the GPUs (`memory.per_gpu`);
+- DeepSpeed's estimator: what its `estimate_zero2/zero3_model_states_mem_needs` print, converted to decimal
+  GB (`ds_estimator`);
+- the package's count: the paper's bytes placed as the ZeRO-Offload paper places them, and the PCIe bytes of
+  that design (`offload.offloaded`, `offload.link_bytes`);
+- DeepSpeed's code: what it sends over PCIe, and keeps on host and drive under NVMe offload, read from its
+  source (`offload.deepspeed_pcie_bytes`; `offload.capacity` and `offload.link_bytes` with NVMe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .. import checks, memory, tables, units
+from ..stages import Stage
+from . import ds_estimator, offload
+
+#: What each count includes, in the order the lesson meets them: contents only, no figures.
+INCLUDES = {
+    "the ZeRO paper": "the model state the ZeRO paper counts: 16-bit weights, 16-bit gradients and Adam's "
+    "fp32 state, all on the GPUs; no offload, no traffic",
+    "DeepSpeed's estimator": 'what DeepSpeed\'s estimate functions print (GiB labelled "GB"; this lesson '
+    "converts them to decimal GB): the paper's bytes with an fp32 gradient copy added (at stage 3, the "
+    "16-bit gradients dropped and a buffer for the largest layer added); on the host, an fp32 model per "
+    "process, times a margin; CPU offload only, no traffic",
+    "the package's count": "the paper's bytes, placed under offload as the ZeRO-Offload paper places them "
+    "(the 16-bit gradients and Adam's state on the host), and the PCIe traffic of that design",
+    "DeepSpeed's code": "what DeepSpeed's source really sends over PCIe (gradients in fp32), and keeps in "
+    "host memory and on a drive under NVMe offload; no function of DeepSpeed's prints it",
+}
+#: Where the package computes each count.
+CODE = {
+    "the ZeRO paper": ("memory.per_gpu",),
+    "DeepSpeed's estimator": ("ds_estimator",),
+    "the package's count": ("offload.offloaded", "offload.link_bytes"),
+    "DeepSpeed's code": ("offload.deepspeed_pcie_bytes", "offload.capacity"),
+}
+#: The map of the four counts, as a Markdown table: each count's name, what it includes, where it is computed.
+MAP = tables.markdown(
+    [
+        ["count", "what it includes", "package code"],
+        *(
+            [f"**{name}**", includes, ", ".join(f"`{code}`" for code in CODE[name])]
+            for name, includes in INCLUDES.items()
+        ),
+    ],
+    ["---", "---", "---"],
+)
+#: The recap table's header: the worked example's figures are for ZeRO-2 on one node, in decimal GB.
+HEADER = [
+    "count",
+    "per GPU, no offload",
+    "per GPU, optimizer offloaded",
+    "host per node, optimizer offloaded",
+    "PCIe per GPU per step, optimizer offloaded",
+]
+
+
+@dataclass(frozen=True)
+class Count:
+    """One count's name, what it includes, and its bytes for the worked example (None: it gives no figure)."""
+
+    name: str  #: the name the lesson calls it by
+    gpu: Fraction | None  #: model-state bytes per GPU without offload
+    gpu_offloaded: Fraction | None  #: bytes per GPU with the optimizer offloaded
+    host: Fraction | None  #: host bytes per node with the optimizer offloaded
+    pcie: Fraction | None  #: bytes one GPU sends over PCIe per step with the optimizer offloaded
+
+    def __post_init__(self):
+        checks.choice("name", self.name, tuple(INCLUDES))
+
+    @property
+    def includes(self) -> str:
+        """What this count includes."""
+        return INCLUDES[self.name]
+
+    def row(self) -> list[str]:
+        """Its row of the recap table, in decimal GB; a dash where it gives no figure."""
+        shown = [
+            "—" if value is None else units.format_bytes(value)
+            for value in (self.gpu, self.gpu_offloaded, self.host, self.pcie)
+        ]
+        return [f"**{self.name}**", *shown]
+
+
+def four(params: int, gpus: int = 8) -> tuple[Count, ...]:
+    """The four counts for ZeRO-2 on one node of `gpus` GPUs, in the order the lesson meets them."""
+    gpus = checks.gpus_per_node(gpus, "gpus")  # one node: DeepSpeed's host figure is per node
+    on_gpu, off_gpu = offload.offloaded(params, gpus, Stage.ZERO2)
+    plain = ds_estimator.zero2(params, gpus, cpu_offload=False)
+    offloaded = ds_estimator.zero2(params, gpus, cpu_offload=True)
+    paper = memory.per_gpu(params, gpus, Stage.ZERO2).total
+    return (
+        Count("the ZeRO paper", paper, None, None, None),
+        Count(
+            "DeepSpeed's estimator",
+            Fraction(plain.gpu_bytes),
+            Fraction(offloaded.gpu_bytes),
+            Fraction(offloaded.cpu_bytes),
+            None,
+        ),
+        Count(
+            "the package's count",
+            paper,
+            on_gpu.total,
+            gpus * off_gpu.total,
+            offload.link_bytes(params, gpus, Stage.ZERO2),
+        ),
+        Count("DeepSpeed's code", None, None, None, offload.deepspeed_pcie_bytes(params, gpus, Stage.ZERO2)),
+    )
+
+
+def table(params: int, gpus: int = 8) -> str:
+    """`four` as a Markdown table of figures, one row per count (what each includes: `MAP`)."""
+    rows = [HEADER, *(count.row() for count in four(params, gpus))]
+    return tables.markdown(rows, ["---", "--:", "--:", "--:", "--:"])

@@ -1,0 +1,127 @@
+"""One ZeRO-2 step with the optimizer offloaded, in seconds: what hides behind compute, what waits, the sum.
+
+By DeepSpeed's code (`offload.DEEPSPEED_DOWN`, `offload.DEEPSPEED_BACK`): each GPU's gradient shard goes
+down in fp32 during the backward pass, so it hides behind that pass (two thirds of the compute: 4Ψ of the
+6Ψ FLOPs per token), and only what outlasts it adds to the step. The CPU's Adam step needs every gradient,
+and the updated 16-bit weights come back only after it, so both wait. Collectives between GPUs are left out.
+
+The CPU's Adam step is no byte count. Unless it is given, it is scaled from one report (DeepSpeed issue 6834:
+about 10 s per optimizer step for 18 × 10⁹ parameters per node's CPUs, which a DeepSpeed maintainer agreed was
+too slow): a rough, probably pessimistic guess, to be replaced by a measured time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .. import checks, memory, tables, units
+from . import offload
+
+#: DeepSpeed issue 6834: seconds of the CPU's Adam step, and parameters each node's CPUs updated (72 B on 4).
+ISSUE_6834 = (10, 72 * 10**9 // 4)
+#: The share of the compute the backward pass takes: 4Ψ of 6Ψ FLOPs per token.
+BACKWARD_SHARE = Fraction(2, 3)
+#: How the step table labels the CPU's Adam step when it is scaled from issue 6834, not measured.
+GUESS = "a rough guess from one slow report"
+#: Longest CPU step `zero2_step` accepts, in seconds (a day).
+MAX_CPU_STEP = 86_400
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One part of the step: PCIe bytes per shard element, its time alone, and what it adds to the step."""
+
+    name: str  #: what happens
+    pcie: int | None  #: bytes per shard element over PCIe, None when nothing crosses it
+    seconds: Fraction  #: its time alone
+    adds: Fraction  #: the seconds it adds to the step (0 when it hides behind the compute)
+    why: str  #: why it hides or waits
+    estimated: bool = False  #: True when `seconds` is an estimate, not a count
+
+
+@dataclass(frozen=True)
+class Step:
+    """The phases of one step, in order; the step takes the sum of what each adds."""
+
+    phases: tuple[Phase, ...]  #: compute, gradients down, the CPU's Adam step, weights back
+
+    @property
+    def total(self) -> Fraction:
+        """Seconds per step: what every phase adds."""
+        return sum((phase.adds for phase in self.phases), Fraction(0))
+
+    def rows(self) -> list[list[str]]:
+        """The phases and the total as table rows; estimates rounded to 0.1 s, marked "about" and GUESS."""
+        guess = any(phase.estimated for phase in self.phases)
+
+        def shown(seconds: Fraction, estimated: bool) -> str:
+            return f"about {units.format_number(seconds, 1)}" if estimated else units.format_number(seconds)
+
+        rows = [
+            ["phase", "PCIe bytes per shard element", "seconds alone", "hides behind compute?", "adds, s"]
+        ]
+        for p in self.phases:
+            pcie = "—" if p.pcie is None else str(p.pcie)
+            name = f"{p.name} ({GUESS})" if p.estimated else p.name
+            rows.append([name, pcie, shown(p.seconds, p.estimated), p.why, shown(p.adds, p.estimated)])
+        rows.append(["**the step**", "", "", "", f"**{shown(self.total, guess)}**"])
+        return rows
+
+    def table(self) -> str:
+        """`rows` as a Markdown table."""
+        return tables.markdown(self.rows(), ["---", "--:", "--:", "---", "--:"])
+
+
+def cpu_adam_seconds(params_per_node: int) -> Fraction:
+    """Seconds of the CPU's Adam step, scaled from issue 6834 by the parameters one node's CPUs update."""
+    seconds, updated = ISSUE_6834
+    return Fraction(
+        seconds * checks.whole("params_per_node", params_per_node, high=checks.MAX_PARAMS), updated
+    )
+
+
+def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step) -> tuple[Fraction, bool]:
+    """The CPU's Adam step in seconds, and whether it is an estimate (issue 6834's rate) or `cpu_step`."""
+    if cpu_step is not None:
+        limit = (MAX_CPU_STEP, "86,400 s (a day)")
+        return checks.amount("cpu_step", cpu_step, positive=True, high=limit), False
+    sharing = min(checks.gpus_per_node(gpus_per_node), gpus)
+    return cpu_adam_seconds(memory.ceil_div(params * sharing, gpus)), True
+
+
+def zero2_step(
+    params: int,
+    gpus: int,
+    tokens_per_gpu: int,
+    flops_per_second,
+    bandwidth,
+    *,
+    cpu_step=None,
+    gpus_per_node: int = 8,
+) -> Step:
+    """A ZeRO-2 step with the optimizer offloaded: compute, DeepSpeed's PCIe trips, and the CPU's Adam step
+    (`cpu_step` seconds if measured, else scaled from issue 6834)."""
+    rate = units.as_rate("bandwidth", bandwidth)
+    elements = memory.shard_elements(params, gpus)
+    tokens = checks.whole("tokens_per_gpu", tokens_per_gpu, high=offload.MAX_TOKENS // gpus)
+    compute = offload.compute_time(params, tokens * gpus, flops_per_second) / gpus
+    down = offload.DEEPSPEED_DOWN * elements / rate
+    back = offload.DEEPSPEED_BACK * elements / rate
+    adam, guess = _cpu_adam(params, gpus, gpus_per_node, cpu_step)
+    outlasts = max(down - BACKWARD_SHARE * compute, Fraction(0))
+    hides = "partly: it outlasts the backward pass" if outlasts else "yes: during the backward pass"
+    return Step(
+        (
+            Phase("forward and backward compute", None, compute, compute, "— (the step without offload)"),
+            Phase("gradients down (fp32)", offload.DEEPSPEED_DOWN, down, outlasts, hides),
+            Phase("the CPU's Adam step", None, adam, adam, "no: it needs every gradient", guess),
+            Phase(
+                "weights back (16-bit)",
+                offload.DEEPSPEED_BACK,
+                back,
+                back,
+                "no: it comes after the CPU's step",
+            ),
+        )
+    )
