@@ -1,17 +1,14 @@
 """How DeepSpeed's knobs cut one step's traffic (`ds_traffic.knob_collectives`, `step_tables.traffic_table`),
-and a phase as one sum (`step_tables.sum_line`), as lesson 09 shows them.
+as lesson 09 shows it.
 
 The collectives are checked against `ds_scale.predict`, whose rules tests/test_lab.py pins message by message
 on real ranks, and against small cases worked by hand."""
 
 import pytest
 
-from zero_lessons.lab.timeline_compare import modelled
-from zero_lessons.lab.timeline_setup import BUCKET, BY_KEY
 from zero_lessons.planning import DDP, DeepSpeed, ds_scale, ds_traffic, transformer_model
 from zero_lessons.planning.step_choices import MODELS
-from zero_lessons.planning.step_parts import TRANSIENT
-from zero_lessons.present.step_tables import TRAFFIC_KNOBS, sum_line, traffic_table
+from zero_lessons.present.step_tables import TRAFFIC_KNOBS, traffic_table
 
 SHAPE = MODELS["7.5b"]
 GPT = transformer_model(SHAPE)
@@ -117,13 +114,32 @@ def test_a_block_as_one_module_counts_otherwise():
 
 def test_the_traffic_table_shows_the_lessons_three_knobs():
     table = traffic_table(SHAPE, 8)
+    reduces, gathers = "ZeRO-2's gradient all-reduces", "ZeRO-3's weight all-gathers"
     assert table.body == (
-        ("reduce_bucket_size", "17 → 97", "7,493,452,032 → 7,493,452,032"),
-        ("prefetch_bucket_size", "209 → 249", "13,998,408,192 → 14,452,965,888"),
-        ("max_reuse_distance", "209 → 209", "13,998,408,192 → 13,998,408,192"),
+        ("reduce_bucket_size", reduces, "17 → 97", "7,493,452,032 → 7,493,452,032"),
+        ("prefetch_bucket_size", gathers, "209 → 249", "13,998,408,192 → 14,452,965,888"),
+        ("max_reuse_distance", gathers, "209 → 209", "13,998,408,192 → 13,998,408,192"),
     )
+    assert table.head == ("knob", "what it counts", "how many per step", "elements in their buffers")
     assert [r[0] for r in table.body] == list(TRAFFIC_KNOBS)
-    assert "| prefetch_bucket_size | 209 → 249 |" in table._repr_markdown_()
+    assert f"| prefetch_bucket_size | {gathers} | 209 → 249 |" in table._repr_markdown_()
+
+
+def test_a_smaller_bucket_sends_more_than_five_times_as_many_as_buckets_close_at_tensor_boundaries():
+    """97 buckets of 10⁸, not 5 × 17 = 85: a bucket is sent before a tensor that would overflow it, and a
+    block's MLP weights (4h² = 7.6 × 10⁷ each) leave room in a 10⁸ bucket for little else."""
+    sizes = [n for m in MODULES for n in m]
+    fills = {
+        bucket: [
+            sum(sizes[i] for i in g)
+            for g in ds_traffic.buckets(ds_traffic.gradient_order(MODULES, 2), sizes, bucket)
+        ]
+        for bucket in (500_000_000, 100_000_000)
+    }
+    assert {bucket: len(f) for bucket, f in fills.items()} == {500_000_000: 17, 100_000_000: 97}
+    assert len(fills[100_000_000]) > 5 * len(fills[500_000_000])
+    assert [round(100 * sum(f) / len(f) / bucket) for bucket, f in fills.items()] == [88, 77]
+    assert all(sum(f) == GPT.params for f in fills.values())
 
 
 def test_the_traffic_helpers_refuse_what_they_cannot_count():
@@ -141,26 +157,3 @@ def test_the_traffic_table_refuses_a_split_that_loses_parameters(monkeypatch):
     monkeypatch.setattr(ds_scale, "gpt_modules", lambda *shape: ((1,),))
     with pytest.raises(ValueError, match="gpt_modules counts 1 parameters, transformer_model 7,493,452,032"):
         traffic_table(SHAPE, 8)
-
-
-def test_a_phase_as_one_sum_adds_up_to_its_total():
-    """The lab's stage-3 peak: its 1/2 shards (16 B × 4,224 / 2), the gathered weights, the activations and
-    the bucket kept from start-up (2 B × 1,200)."""
-    peak = modelled(BY_KEY["step_zero3"], 2).peak
-    line = sum_line(peak)
-    assert line.terms == (
-        ("model state", 16 * 4_224 // 2),
-        ("gathered parameters", 12_608),
-        ("activations", 6_144),
-        ("gradient buckets", 2 * BUCKET),
-    )
-    assert sum(n for _, n in line.terms) == line.total == peak.total == 54_944
-    assert str(line) == (
-        "at forward relu 3, in B: model state 33,792 + gathered parameters 12,608 + activations 6,144 "
-        "+ gradient buckets 2,400 = 54,944"
-    )
-    assert line._repr_markdown_() == repr(line) == str(line)
-    every = sum_line(modelled(BY_KEY["step_ddp"], 2).peak, "kB")
-    assert every.unit == "kB" and all(name in ("model state", *TRANSIENT) for name, _ in every.terms)
-    with pytest.raises(TypeError, match="phase must be"):
-        sum_line(peak.total)

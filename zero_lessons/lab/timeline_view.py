@@ -1,4 +1,5 @@
-"""Step timelines as lesson 09 shows them: one run, the figure's panels, the peaks with their gaps. No torch.
+"""Step timelines as lesson 09 shows them: one run, the figure's panels, the peaks with their gaps, and the
+loss the step model leaves out, counted in the lab and sized for a GPT. No torch.
 
 `measure` reuses the test session's lab run when one is kept (`reuse`), and otherwise runs the
 timelines alone, without the lab's other modes, which the lesson does not need.
@@ -9,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .. import tables, units
+from .. import checks, tables, units
+from ..planning.activations import Transformer
 from ..present.step_figure import Panel
 from . import reuse
 from .modes import MODE_NAMES
 from .runner import run
 from .timeline_compare import Compared, left_out, modelled
-from .timeline_setup import BY_KEY, STEP_NAMES, Measured
+from .timeline_setup import BY_KEY, SPEC, STEP_NAMES, Measured
 
 #: The world sizes of the lab's matrix, under which a test session keeps its run.
 WORLDS = (1, 2, 4)
@@ -72,6 +74,31 @@ def peak_stretch(rows: tuple[Compared, ...], timelines, key: str, gpus: int) -> 
     """Where the busiest rank measured the most of the step: a model phase's name, or "loss"."""
     top = max(rows_for(rows, key, gpus), key=lambda r: max(r.measured))
     return "loss" if loss_peak(timelines, key, gpus) > max(top.measured) else top.phase
+
+
+def loss_copies(timelines) -> int:
+    """Whole fp32 copies of the lab's outputs (its logits) that the loss's stretch rises by, the same in
+    every timeline given; DeepSpeed's bf16 ranks hold a bf16 copy and scalars beyond them."""
+    copy = SPEC.batch * SPEC.widths[-1] * 4
+    found = {(m.span("loss").peak - m.span("loss").level) // copy for m in timelines}
+    if len(found) != 1:
+        raise ValueError(f"timelines must agree on the loss's copies of the outputs, got {sorted(found)}")
+    return found.pop()
+
+
+def at_size(shape: Transformer, copies: int) -> dict[str, int]:
+    """Bytes the step model leaves out that grow with a GPT's activations, at `shape`'s size: the loss holding
+    `copies` fp32 copies of the logits (s·b·V × 4 B each), a block's bf16 output (s·b·h × 2 B), and the
+    activation gradients flowing into and out of a block (twice that).
+
+    The step model leaves out the logits and the loss: it describes each layer by its weights and the
+    activations it saves, and what a loss holds depends on the model's head and its loss function."""
+    checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
+    checks.whole("copies", copies, high=1_000)
+    tokens = shape.seq_len * shape.micro_batch
+    output = 2 * tokens * shape.hidden
+    loss = copies * tokens * shape.vocab * 4
+    return {"loss": loss, "layer output": output, "activation gradients": 2 * output}
 
 
 def _title(key: str, gpus: int) -> str:

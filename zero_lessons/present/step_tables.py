@@ -1,7 +1,7 @@
 """Memory over one step as tables for a lesson: what a rank holds at a phase, its kinds at several phases side
-by side, a phase as one sum, each setup's peak, the step model beside the lab's measurement, and the traffic
-DeepSpeed's knobs cut. Exact bytes are rounded only here, in the unit asked for; tables render as Markdown and
-HTML. Stage 3's prefetch walk: `walk_tables`."""
+by side, each setup's peak, what a loss would add to it, the step model beside the lab's measurement, and the
+traffic DeepSpeed's knobs cut. Exact bytes are rounded only here, in the unit asked for; tables render as
+Markdown and HTML. Stage 3's prefetch walk: `walk_tables`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..planning import ds_scale, ds_traffic
 from ..planning.activations import Transformer
 from ..planning.step_effects import CHANGES, EffectTable
 from ..planning.step_model import transformer_model
-from ..planning.step_parts import KINDS, TRANSIENT, Phase, Timeline
+from ..planning.step_parts import KINDS, Phase, Timeline
 
 
 @dataclass(frozen=True, repr=False)
@@ -67,34 +67,6 @@ def parts_table(phase: Phase, unit: str = "GB") -> Table:
         body += [("" if i else kind, _shown(p.nbytes, unit), p.reason) for i, p in enumerate(parts)]
     total = ("total", _shown(phase.total, unit), f"at {phase.name}")
     return Table(("kind", unit, "why it is there"), (*body, total), (False, True, False))
-
-
-@dataclass(frozen=True, repr=False)
-class Sum:
-    """A phase's bytes as one line: its model state, then each kind beyond it, adding up to its total."""
-
-    phase: str  #: the phase's name
-    terms: tuple[tuple[str, int | Fraction], ...]  #: (name, bytes): model state first, then largest first
-    total: int | Fraction  #: the phase's bytes
-    unit: str  #: the unit shown
-
-    def __str__(self) -> str:
-        shown = " + ".join(f"{name} {_shown(n, self.unit)}" for name, n in self.terms)
-        return f"at {self.phase}, in {self.unit}: {shown} = {_shown(self.total, self.unit)}"
-
-    def _repr_markdown_(self) -> str:
-        return str(self)
-
-    def __repr__(self) -> str:
-        return str(self)
-
-
-def sum_line(phase: Phase, unit: str = "B") -> Sum:
-    """`phase`'s bytes as a sum: the model state, then each kind beyond it that it holds, largest first."""
-    checks.instance("phase", phase, Phase, "a planning Phase, e.g. timeline(...).peak")
-    beyond = sorted((k for k in TRANSIENT if phase.bytes_of(k)), key=lambda k: -phase.bytes_of(k))
-    terms = (("model state", phase.model_state), *((k, phase.bytes_of(k)) for k in beyond))
-    return Sum(phase.name, terms, phase.total, units.unit_name(unit))
 
 
 def kinds_table(phases: dict, unit: str = "GB") -> Table:
@@ -158,6 +130,34 @@ def peak_table(timelines, unit: str = "GB") -> Table:
     return Table(head, tuple(body), (False, True, False, True, False, True, True, True))
 
 
+def loss_table(timelines, loss, unit: str = "GB") -> Table:
+    """Per timeline: how far a loss holding `loss` bytes would lift its peak. The loss runs after the last
+    forward phase, and everything that phase holds is taken as still held then (the backward pass has freed
+    nothing yet); the step then holds that phase's bytes plus `loss`, and the lift is what this adds above the
+    peak, 0 when the peak stays higher. Values are taken as shown, so each row adds up as printed."""
+    if not isinstance(timelines, (tuple, list)) or not timelines:
+        raise TypeError(f"timelines must be a non-empty list of Timeline, got {checks.shown(timelines)}")
+    loss = checks.byte_count("loss", loss)
+    unit, body = units.unit_name(unit), []
+    for t in timelines:
+        checks.instance("each timeline", t, Timeline, "a planning Timeline")
+        after_forward = [p for p in t.phases if p.kind == "forward"][-1]
+        peak, held = (_as_shown(b, unit) for b in (t.peak.total, after_forward.total + loss))
+        top = max(peak, held)
+        shown = (_shown(b, unit) for b in (peak, after_forward.total, top))
+        lift = top - peak
+        body.append((t.framework.label, "on" if t.checkpointing else "off", *shown, _shown(lift, unit)))
+    head = (
+        "setup",
+        "activation checkpointing",
+        f"step model peak {unit}",
+        f"after the forward pass {unit}",
+        f"peak with the loss {unit}",
+        f"lift {unit}",
+    )
+    return Table(head, tuple(body), (False, False, True, True, True, True))
+
+
 #: What turning each knob of `planning.step_effects.CHANGES` trades, as the knob table of lesson 09 says it.
 TRADES = {
     "reduce_bucket_size": "the peak, and how many reductions carry the same gradients",
@@ -219,12 +219,14 @@ def measured_table(rows, unit: str = "kB", digits: int = 1) -> Table:
 
 #: The knobs `traffic_table` counts by default: ZeRO-2's bucket and two of stage 3's gather knobs.
 TRAFFIC_KNOBS = ("reduce_bucket_size", "prefetch_bucket_size", "max_reuse_distance")
+#: What the traffic table counts, by `ds_traffic.Collective.kind`.
+COUNTED = {"all_reduce": "ZeRO-2's gradient all-reduces", "all_gather": "ZeRO-3's weight all-gathers"}
 
 
 def traffic_table(shape: Transformer, gpus: int, knobs: tuple[str, ...] = TRAFFIC_KNOBS) -> Table:
     """Per DeepSpeed knob of `step_effects.CHANGES`, turned as there: the collectives it cuts in one step of
-    the GPT `shape` on `gpus` ranks (`ds_traffic.knob_collectives`), before → after: how many, and the
-    elements in their buffers.
+    the GPT `shape` on `gpus` ranks (`ds_traffic.knob_collectives`), named by kind (`COUNTED`), before →
+    after: how many, and the elements in their buffers.
 
     The model is split as DeepSpeed fetches it, each Linear and norm a module of its own
     (`ds_scale.gpt_modules`), not a block as one module as the step model runs it: the split decides how
@@ -245,6 +247,6 @@ def traffic_table(shape: Transformer, gpus: int, knobs: tuple[str, ...] = TRAFFI
         )
         calls = f"{len(before):,} → {len(after):,}"
         elements = " → ".join(f"{sum(c.elements for c in side):,}" for side in (before, after))
-        body.append((knob, calls, elements))
-    head = ("knob", "collectives per step", "elements in the collectives' buffers")
-    return Table(head, tuple(body), (False, False, False))
+        body.append((knob, COUNTED[before[0].kind], calls, elements))
+    head = ("knob", "what it counts", "how many per step", "elements in their buffers")
+    return Table(head, tuple(body), (False, False, False, False))
