@@ -207,8 +207,12 @@ def test_the_split_labels_itemize_18_bytes_by_deepspeeds_comment_at_stage_2_and_
         )
     }
     assert labels == {2: [ds_estimator.SPLIT_18[2]], 3: [ds_estimator.SPLIT_18[3]]}
-    for label in ds_estimator.SPLIT_18.values():
-        assert sum(int(n) for n in re.findall(r"(\d+) (?:fp|Adam)", label)) == 18
+    for label in ds_estimator.SPLIT_18.values():  # 2 + 4 + 12, the 12 as the glossary's optimizer state
+        assert sum(int(n) for n in re.findall(r"(\d+) (?:fp16|fp32 gradients|optimizer state)", label)) == 18
+        assert (
+            "12 optimizer state (4 fp32 master weights + 8 Adam moments)" in label
+            and "Adam state" not in label
+        )
     assert "2 fp16 gradients + 4 fp32 gradients" in labels[2][0] and "2 fp16 weights" in labels[3][0]
     # ZeRO-3's reading: under optimizer offload the GPU keeps 2 B of fp16 weights, the host the other 16
     kept = ds_estimator.zero3(PSI, 0, 8, cpu_offload_params=False).gpu_bytes
@@ -236,6 +240,16 @@ def test_explained_tables_show_deepspeeds_gib_and_the_terms():
     assert "offloaded state: 18 B × Ψ × 1.5 = 202.5 GB" in three  # one node: no "/ 1 node"
     two_nodes = ds_estimator.explain_zero3(PSI, 10**6, 8, nodes=2)._repr_markdown_()
     assert "offloaded state, this node's share: 18 B × Ψ / 2 nodes × 1.5" in two_nodes
+
+
+def test_only_keeps_the_lines_whose_options_match_in_deepspeeds_order():
+    every = ds_estimator.explain_zero3(PSI, 10**6, 8)
+    with_init = every.only("zero_init=1")
+    assert [line for line, _, _ in with_init.lines] == [
+        r for r in ds_estimator.zero3_all_cold(PSI, 10**6, 8)
+    ][::2]
+    assert all(line.options.endswith("zero_init=1") for line, _, _ in with_init.lines)
+    assert with_init._repr_markdown_().count("\n") == 1 + 3 and every.only("no such option").lines == ()
 
 
 def test_printout_is_deepspeeds_header_and_lines_without_trailing_blanks():

@@ -1,10 +1,12 @@
 """The lab's tables, without ranks: rows whose measurements are the predictions themselves render as the
 lessons show them (the real measurements are checked against the same predictions in tests/test_lab.py)."""
 
+from dataclasses import replace
+
 from zero_lessons import lab
 from zero_lessons.lab import modes, predict_deepspeed, report, runner
 from zero_lessons.lab.model import MODEL
-from zero_lessons.lab.results import Measured, Results, Row
+from zero_lessons.lab.results import Measured, Results, Row, Traffic
 
 
 def _results(keys) -> Results:
@@ -110,3 +112,17 @@ def test_the_gather_trace_of_reuse_distance_0_says_why():
     none = report.GatherTrace("ds_zero3_no_reuse", NAMES).grid()[1:]
     assert {r[4].split("; ")[-1] for r in none} == {"gathered as the layer ran"}
     assert "| use | pass |" in report.GatherTrace("ds_zero3", NAMES)._repr_markdown_()
+
+
+def test_the_scale_check_compares_ds_scale_with_the_labs_bf16_messages():
+    """ds_scale's rules, run on the lab's model and knobs, list the same bf16 messages as the lab's own
+    predictions; a changed message shows as DIFFERENT."""
+    keys = ("ds_zero0", "ds_zero1", "ds_zero2", "ds_zero3")
+    results = _results(keys)
+    check = report.scale_check(results)
+    assert list(check) == [f"ZeRO-{s}, N = {n}" for n in (2, 4) for s in range(4)]
+    assert all(v.endswith("messages, same") for v in check.values())
+    assert check["ZeRO-0, N = 2"] == "1 messages, same"  # one all-reduce of all 1,505 gradients
+    emptied = replace(results.get("ds_zero2", 4).measured, traffic=Traffic.of(()))
+    rows = tuple(replace(r, measured=emptied) if (r.mode, r.gpus) == ("ds_zero2", 4) else r for r in results)
+    assert report.scale_check(Results(rows))["ZeRO-2, N = 4"] == "0 messages, DIFFERENT"

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from html import escape
 
 from .. import communication, memory, tables
-from ..planning import ds_traffic
+from ..planning import ds_scale, ds_traffic
 from . import modes, predict_deepspeed
 from .model import MODEL
 from .results import FIELDS, Results, Row
@@ -198,6 +198,21 @@ class Brief:
 
     def _repr_html_(self) -> str:
         return to_html(self.results, BRIEF_HEAD, lambda _: self.grid())
+
+
+def scale_check(results: Results, gpus: tuple[int, ...] = (2, 4)) -> dict[str, str]:
+    """Per stage and N, `ds_scale.predict` on the lab's model and knobs beside the bf16 messages (gradients,
+    weights; not the one-element norm and flag) the lab's ranks sent: "k messages, same" when they agree."""
+    prefetch, live = (modes.PREFETCH[f"stage3_{k}"] for k in ("prefetch_bucket_size", "max_live_parameters"))
+    knobs = ds_scale.Knobs(modes.BUCKETS["reduce_bucket_size"], True, prefetch, live)
+    out = {}
+    for n in gpus:
+        for stage, predicted in enumerate(ds_scale.predict(MODEL.layers, n, knobs)):
+            found = results.get(f"ds_zero{stage}", n).measured.traffic.messages
+            measured = sorted((m.op, m.elements) for m in found if m.dtype == "bfloat16")
+            same = "same" if sorted(predicted.messages) == measured else "DIFFERENT"
+            out[f"ZeRO-{stage}, N = {n}"] = f"{len(measured)} messages, {same}"
+    return out
 
 
 TRACE_HEAD = ("use", "pass", "tensor", "gathered or reused", "why")

@@ -1,6 +1,6 @@
-"""The four counts of training-state bytes that lesson 06 sets side by side, each named once: a map of what
-each includes (`MAP`), and its figures for one worked example (`four`, `table`): ZeRO-2 on one node, without
-offload and with the optimizer offloaded to host memory.
+"""The four counts of training-state bytes that lesson 06 sets side by side, in one table (`table`): what each
+includes, and its figures for one worked example (`four`): ZeRO-2 on one node, without offload and with the
+optimizer offloaded to host memory.
 
 - the ZeRO paper: 16 bytes per parameter of model state, on the GPUs (`memory.per_gpu`);
 - DeepSpeed's estimator: what its `estimate_zero2/zero3_model_states_mem_needs` print, converted to decimal
@@ -22,38 +22,18 @@ from . import ds_estimator, offload
 
 #: What each count includes, in the order the lesson meets them: contents only, no figures.
 INCLUDES = {
-    "the ZeRO paper": "the model state the ZeRO paper counts: 16-bit weights, 16-bit gradients and Adam's "
-    "fp32 state, all on the GPUs; no offload, no traffic",
-    "DeepSpeed's estimator": 'what DeepSpeed\'s estimate functions print (GiB labelled "GB"; this lesson '
-    "converts them to decimal GB): the paper's bytes with an fp32 gradient copy added (at stage 3, the "
-    "16-bit gradients dropped and a buffer for the largest layer added); on the host, an fp32 model per "
-    "process, times a margin; CPU offload only, no traffic",
-    "the package's count": "the paper's bytes, placed under offload as the ZeRO-Offload paper places them "
-    "(the 16-bit gradients and Adam's state on the host), and the PCIe traffic of that design",
-    "DeepSpeed's code": "what DeepSpeed's source really sends over PCIe (gradients in fp32), and keeps in "
-    "host memory and on a drive under NVMe offload; no function of DeepSpeed's prints it",
+    "the ZeRO paper": "the model state (16-bit weights and gradients, the optimizer state), all on the GPUs",
+    "DeepSpeed's estimator": "what DeepSpeed's estimate functions print (section 2), in decimal GB; "
+    "CPU offload only, no traffic",
+    "the package's count": "the paper's bytes, placed under offload as the ZeRO-Offload paper places them, "
+    "and that design's PCIe traffic",
+    "DeepSpeed's code": "what DeepSpeed's source sends over PCIe (gradients in fp32) and keeps on host and "
+    "drive (`offload.capacity`); no function of DeepSpeed's prints it",
 }
-#: Where the package computes each count.
-CODE = {
-    "the ZeRO paper": ("memory.per_gpu",),
-    "DeepSpeed's estimator": ("ds_estimator",),
-    "the package's count": ("offload.offloaded", "offload.link_bytes"),
-    "DeepSpeed's code": ("offload.deepspeed_pcie_bytes", "offload.capacity"),
-}
-#: The map of the four counts, as a Markdown table: each count's name, what it includes, where it is computed.
-MAP = tables.markdown(
-    [
-        ["count", "what it includes", "package code"],
-        *(
-            [f"**{name}**", includes, ", ".join(f"`{code}`" for code in CODE[name])]
-            for name, includes in INCLUDES.items()
-        ),
-    ],
-    ["---", "---", "---"],
-)
-#: The recap table's header: the worked example's figures are for ZeRO-2 on one node, in decimal GB.
+#: The recap table's header: what each count includes, then its figures for ZeRO-2 on one node, in decimal GB.
 HEADER = [
     "count",
+    "what it includes",
     "per GPU, no offload",
     "per GPU, optimizer offloaded",
     "host per node, optimizer offloaded",
@@ -80,12 +60,12 @@ class Count:
         return INCLUDES[self.name]
 
     def row(self) -> list[str]:
-        """Its row of the recap table, in decimal GB; a dash where it gives no figure."""
+        """Its row of the recap table: name, what it includes, figures in decimal GB (a dash: no figure)."""
         shown = [
             "—" if value is None else units.format_bytes(value)
             for value in (self.gpu, self.gpu_offloaded, self.host, self.pcie)
         ]
-        return [f"**{self.name}**", *shown]
+        return [f"**{self.name}**", self.includes, *shown]
 
 
 def four(params: int, gpus: int = 8) -> tuple[Count, ...]:
@@ -116,6 +96,6 @@ def four(params: int, gpus: int = 8) -> tuple[Count, ...]:
 
 
 def table(params: int, gpus: int = 8) -> str:
-    """`four` as a Markdown table of figures, one row per count (what each includes: `MAP`)."""
+    """`four` as a Markdown table, one row per count: what it includes, then its figures."""
     rows = [HEADER, *(count.row() for count in four(params, gpus))]
-    return tables.markdown(rows, ["---", "--:", "--:", "--:", "--:"])
+    return tables.markdown(rows, ["---", "---", "--:", "--:", "--:", "--:"])

@@ -5,7 +5,7 @@ zero3 twin (stage3.py), which the `*_all_cold` functions print. What they count 
 - an fp32 copy of the gradients (4 bytes): 18 split, not 14 (at stage 3 not 16: fp16 gradients dropped);
 - under stage 3, 4 bytes per parameter of the largest layer, for the layer it gathers while working;
 - host memory: a per-node figure times a margin, `additional_buffer_factor` (1.5 by default).
-DeepSpeed divides by 2**30 and prints "GB": those figures are GiB.
+DeepSpeed divides by 2**30 and prints "GB": those figures are GiB. int() truncates bytes as DeepSpeed's does.
 `explain_zero2` and `explain_zero3` take every printed line apart into the terms that add up to it.
 """
 
@@ -25,10 +25,11 @@ MAX_BUFFER_FACTOR = 1000
 ZERO3_LINES = tuple(
     (o, p, i) for o in (True, False) for p in (True, False) if o or not p for i in (True, False)
 )
-#: The 18 split bytes per parameter, by stage. ZeRO-2: DeepSpeed's comment in stage_1_and_2.py (12 = 4 fp32
-#: weights + 8 moments). ZeRO-3: our reading (stage3.py has none): 2 stay on the GPU under optimizer offload.
+#: The 18 split bytes per parameter, by stage. ZeRO-2: DeepSpeed's comment in stage_1_and_2.py. ZeRO-3: our
+#: reading (stage3.py has none): 2 stay on the GPU under optimizer offload.
+OPTIMIZER_12 = "12 optimizer state (4 fp32 master weights + 8 Adam moments)"
 SPLIT_18 = {
-    s: f"split 18 B (2 fp16 {w} + 4 fp32 gradients + 12 Adam state)"
+    s: f"split 18 B (2 fp16 {w} + 4 fp32 gradients + {OPTIMIZER_12})"
     for s, w in ((2, "gradients"), (3, "weights"))
 }
 #: The header DeepSpeed prints above the lines: "per CPU" is host memory per node.
@@ -60,14 +61,9 @@ def printout(rows) -> str:
     return "\n".join(line.rstrip() for line in [HEADER, *(r.line() for r in rows)])
 
 
-def _floor(value: Fraction) -> int:
-    """Truncate toward zero, as DeepSpeed's int() does."""
-    return int(value)
-
-
 def _zero2_gpu(total_params: int, gpus: int) -> int:
     """DeepSpeed's ZeRO-2 bytes per GPU without offload: 2Ψ whole, 18Ψ split across `gpus`."""
-    return 2 * total_params + _floor(Fraction(18 * total_params, gpus))
+    return 2 * total_params + int(Fraction(18 * total_params, gpus))
 
 
 def zero2_gpu(setup: Setup) -> int:
@@ -106,7 +102,7 @@ def zero2(
         gpu, cpu = 2 * p, p * max(4 * gpus, 16) * factor
     else:
         gpu, cpu = _zero2_gpu(p, gpus), p * 4 * per_node * factor
-    return Estimate(f"offload_optimizer={'cpu ' if cpu_offload else 'none'}", gpu, _floor(cpu))
+    return Estimate(f"offload_optimizer={'cpu ' if cpu_offload else 'none'}", gpu, int(cpu))
 
 
 def zero3(
@@ -133,26 +129,24 @@ def zero3(
     gpus, working = per_node * nodes, 4 * layer
     if cpu_offload:
         host = 18 if cpu_offload_params else 16  # bytes per parameter kept on the host, across the nodes
-        gpu = working if cpu_offload_params else working + _floor(Fraction(2 * p, gpus))
+        gpu = working if cpu_offload_params else working + int(Fraction(2 * p, gpus))
         cpu = p * (Fraction(host, nodes) if zero_init else max(4 * per_node, Fraction(host, nodes))) * factor
     else:
-        gpu = working + _floor(Fraction(18 * p, gpus))
+        gpu = working + int(Fraction(18 * p, gpus))
         cpu = (layer if zero_init else p) * 4 * per_node * factor
     options = (
         f"offload_param={'cpu ' if cpu_offload_params else 'none'}, "
         f"offload_optimizer={'cpu ' if cpu_offload else 'none'}, zero_init={int(zero_init)}"
     )
-    return Estimate(options, gpu, _floor(cpu))
+    return Estimate(options, gpu, int(cpu))
 
 
 def zero2_all_cold(
     total_params: int, gpus_per_node: int = 1, nodes: int = 1, additional_buffer_factor=1.5
 ) -> list[Estimate]:
     """Every line of `estimate_zero2_model_states_mem_needs_all_cold`, in DeepSpeed's order."""
-    args = (total_params, gpus_per_node, nodes)
-    return [
-        zero2(*args, cpu_offload=o, additional_buffer_factor=additional_buffer_factor) for o in (True, False)
-    ]
+    args, factor = (total_params, gpus_per_node, nodes), additional_buffer_factor
+    return [zero2(*args, cpu_offload=o, additional_buffer_factor=factor) for o in (True, False)]
 
 
 def zero3_all_cold(
@@ -196,6 +190,10 @@ class Explained:
             for est, gpu, host in self.lines
         ]
         return [["options", "per GPU", "host memory per node"], *body]
+
+    def only(self, options: str) -> Explained:
+        """The lines whose options, as DeepSpeed prints them, contain `options` (e.g. "zero_init=1")."""
+        return Explained(tuple(line for line in self.lines if options in line[0].options))
 
     def _repr_markdown_(self) -> str:
         head, *body = self.cells()

@@ -102,7 +102,7 @@ def estimator_warning(
 
     DeepSpeed's stages 1 and 2 share one estimator, 2Ψ + 18Ψ/N_d bytes per GPU: the paper's stage 2 plus the
     fp32 copy of the gradient shard (4Ψ/N_d). It counts mixed-precision Adam only, so other recipes are not
-    checked.
+    checked. Stage 3 is not checked: its estimator needs the largest layer's size, not in `setup`.
     """
     if stage not in (Stage.ZERO1, Stage.ZERO2) or setup.recipe != MIXED_ADAM:
         return ()
