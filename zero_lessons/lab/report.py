@@ -202,7 +202,7 @@ class Brief:
 
 def scale_check(results: Results, gpus: tuple[int, ...] = (2, 4)) -> dict[str, str]:
     """Per stage and N, `ds_scale.predict` on the lab's model and knobs beside the bf16 messages (gradients,
-    weights; not the one-element norm and flag) the lab's ranks sent: "k messages, same" when they agree."""
+    weights; not the one-element norm and flag) the lab's ranks sent: "k messages, same" if they agree."""
     prefetch, live = (modes.PREFETCH[f"stage3_{k}"] for k in ("prefetch_bucket_size", "max_live_parameters"))
     knobs = ds_scale.Knobs(modes.BUCKETS["reduce_bucket_size"], True, prefetch, live)
     out = {}
@@ -211,7 +211,8 @@ def scale_check(results: Results, gpus: tuple[int, ...] = (2, 4)) -> dict[str, s
             found = results.get(f"ds_zero{stage}", n).measured.traffic.messages
             measured = sorted((m.op, m.elements) for m in found if m.dtype == "bfloat16")
             same = "same" if sorted(predicted.messages) == measured else "DIFFERENT"
-            out[f"ZeRO-{stage}, N = {n}"] = f"{len(measured)} messages, {same}"
+            plural = "" if len(measured) == 1 else "s"
+            out[f"ZeRO-{stage}, N = {n}"] = f"{len(measured)} message{plural}, {same}"
     return out
 
 
