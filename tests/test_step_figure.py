@@ -344,7 +344,12 @@ def test_the_measured_table_rounds_the_measurement_and_its_difference_adds_up():
     table = measured_table(
         [("ZeRO-3", "forward relu 3", 54_944, 56_992, 2_112), ("DDP", "step", 100, 104, 64)]
     )
-    assert table.head[2:] == ("step model kB", "measured kB", "measured − step model kB", "tolerance kB")
+    assert table.head[2:] == (
+        "step model kB",
+        "measured at that phase, kB",
+        "measured − step model kB",
+        "tolerance kB",
+    )
     assert table.body[0] == ("ZeRO-3", "forward relu 3", "54.9", "57.0", "2.1", "2.1")
     assert table.body[1][2:] == ("0.1", "0.1", "0.0", "0.1")  # 4 bytes more is not shown to 0.1 kB
     assert measured_table([("DDP", "step", 100, 104, 64)], "B", 0).body[0][2:] == ("100", "104", "4", "64")

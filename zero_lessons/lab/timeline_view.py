@@ -76,28 +76,34 @@ def peak_stretch(rows: tuple[Compared, ...], timelines, key: str, gpus: int) -> 
     return "loss" if loss_peak(timelines, key, gpus) > max(top.measured) else top.phase
 
 
-def loss_copies(timelines) -> int:
-    """Whole fp32 copies of the lab's outputs (its logits) that the loss's stretch rises by, the same in
-    every timeline given; DeepSpeed's bf16 ranks hold a bf16 copy and scalars beyond them."""
-    copy = SPEC.batch * SPEC.widths[-1] * 4
-    found = {(m.span("loss").peak - m.span("loss").level) // copy for m in timelines}
+def loss_copies(timelines) -> Fraction:
+    """fp32 copies of the lab's outputs (its logits) that the loss's stretch rises by, in halves, the same in
+    every timeline given: four in fp32; DeepSpeed's bf16 ranks also hold the cast's bf16 gradient, half an
+    fp32 copy, so 9/2. The few scalars beyond them do not make another half."""
+    half = SPEC.batch * SPEC.widths[-1] * 2
+    found = {Fraction((m.span("loss").peak - m.span("loss").level) // half, 2) for m in timelines}
     if len(found) != 1:
         raise ValueError(f"timelines must agree on the loss's copies of the outputs, got {sorted(found)}")
     return found.pop()
 
 
-def at_size(shape: Transformer, copies: int) -> dict[str, int]:
+def at_size(shape: Transformer, copies: int | Fraction) -> dict[str, int]:
     """Bytes the step model leaves out that grow with a GPT's activations, at `shape`'s size: the loss holding
-    `copies` fp32 copies of the logits (s·b·V × 4 B each), a block's bf16 output (s·b·h × 2 B), and the
-    activation gradients flowing into and out of a block (twice that).
+    `copies` fp32 copies of the logits (s·b·V × 4 B each; a half is a bf16 copy), a block's bf16 output
+    (s·b·h × 2 B), and the activation gradients flowing into and out of a block (twice that).
 
     The step model leaves out the logits and the loss: it describes each layer by its weights and the
     activations it saves, and what a loss holds depends on the model's head and its loss function."""
     checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
-    checks.whole("copies", copies, high=1_000)
+    if not isinstance(copies, (int, Fraction)) or isinstance(copies, bool) or not 0 < copies <= 1_000:
+        raise ValueError(
+            f"copies must be a whole or half number from 1/2 to 1,000, got {checks.shown(copies)}"
+        )
+    if (2 * copies).denominator != 1:
+        raise ValueError(f"copies must be a whole or half number from 1/2 to 1,000, got {copies}")
     tokens = shape.seq_len * shape.micro_batch
     output = 2 * tokens * shape.hidden
-    loss = copies * tokens * shape.vocab * 4
+    loss = int(copies * tokens * shape.vocab * 4)
     return {"loss": loss, "layer output": output, "activation gradients": 2 * output}
 
 

@@ -213,7 +213,13 @@ def measured_table(rows, unit: str = "kB", digits: int = 1) -> Table:
         shown = [_as_shown(b, unit, digits) for b in (model, measured)]
         cells = (_shown(v, unit, digits) for v in (model, measured, shown[1] - shown[0]))
         body.append((str(setup), str(phase), *cells, _shown(tolerance, unit, digits)))
-    head = ("setup", "phase", f"step model {unit}", f"measured {unit}", f"measured − step model {unit}")
+    head = (
+        "setup",
+        "phase",
+        f"step model {unit}",
+        f"measured at that phase, {unit}",
+        f"measured − step model {unit}",
+    )
     return Table((*head, f"tolerance {unit}"), tuple(body), (False, False, True, True, True, True))
 
 
