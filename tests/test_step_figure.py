@@ -353,6 +353,14 @@ def test_the_measured_table_rounds_the_measurement_and_its_difference_adds_up():
     assert table.body[0] == ("ZeRO-3", "forward relu 3", "54.9", "57.0", "2.1", "2.1")
     assert table.body[1][2:] == ("0.1", "0.1", "0.0", "0.1")  # 4 bytes more is not shown to 0.1 kB
     assert measured_table([("DDP", "step", 100, 104, 64)], "B", 0).body[0][2:] == ("100", "104", "4", "64")
+    in_bytes = measured_table(
+        [("ZeRO-3", "forward relu 3", 54_944, 56_992, 2_112), ("Z2", "s", 100, 112, 64)], gap_step=64
+    )
+    assert in_bytes.head[4:] == ("measured − step model B, to the nearest 64", "tolerance B")
+    assert in_bytes.body[0][2:] == ("54.9", "57.0", "2,048", "2,112")
+    assert in_bytes.body[1][4:] == ("0", "64")  # 12 bytes of scalars: not a gap at 64-byte steps
+    with pytest.raises((TypeError, ValueError)):
+        measured_table([("DDP", "step", 100, 104, 64)], gap_step=0)
     with pytest.raises(TypeError, match="rows must be"):
         measured_table([("DDP", "step", 1)])
     with pytest.raises(TypeError, match="rows must be"):

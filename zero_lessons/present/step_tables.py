@@ -199,28 +199,35 @@ def text_table(head, rows) -> Table:
     return Table(tuple(head), body, numeric)
 
 
-def measured_table(rows, unit: str = "kB", digits: int = 1) -> Table:
+def measured_table(rows, unit: str = "kB", digits: int = 1, gap_step: int | None = None) -> Table:
     """Per (setup, phase, step model bytes, measured bytes, tolerance bytes) row: the step model beside the
     measurement and the tolerance, all in `unit` to `digits` decimals. Measured bytes can differ between runs
     by a few bytes of scalars, so they are shown rounded; the difference is that of the values as shown, so a
-    row adds up."""
+    row adds up. With `gap_step` (bytes), the difference and the tolerance are shown in bytes instead, the
+    difference to the nearest multiple of `gap_step`, so that a gap and its tolerance compare at a glance."""
     unit = units.unit_name(unit)
     if not isinstance(rows, (tuple, list)) or not rows or any(len(r) != 5 for r in rows):
         raise TypeError(f"rows must be (setup, phase, model, measured, tolerance), got {checks.shown(rows)}")
+    if gap_step is not None:
+        checks.whole("gap_step", gap_step)
     body = []
     for row in rows:
         setup, phase, model, measured, tolerance = row
         shown = [_as_shown(b, unit, digits) for b in (model, measured)]
-        cells = (_shown(v, unit, digits) for v in (model, measured, shown[1] - shown[0]))
-        body.append((str(setup), str(phase), *cells, _shown(tolerance, unit, digits)))
+        cells = [_shown(v, unit, digits) for v in (model, measured, shown[1] - shown[0], tolerance)]
+        if gap_step is not None:
+            cells[2:] = [f"{round((measured - model) / gap_step) * gap_step:,}", f"{tolerance:,}"]
+        body.append((str(setup), str(phase), *cells))
+    gaps = unit if gap_step is None else f"B, to the nearest {gap_step}"
     head = (
         "setup",
         "phase",
         f"step model {unit}",
         f"measured at that phase, {unit}",
-        f"measured − step model {unit}",
+        f"measured − step model {gaps}",
+        f"tolerance {unit if gap_step is None else 'B'}",
     )
-    return Table((*head, f"tolerance {unit}"), tuple(body), (False, False, True, True, True, True))
+    return Table(head, tuple(body), (False, False, True, True, True, True))
 
 
 #: The knobs `traffic_table` counts by default: ZeRO-2's bucket and two of stage 3's gather knobs.
