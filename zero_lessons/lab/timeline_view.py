@@ -95,12 +95,11 @@ def at_size(shape: Transformer, copies: int | Fraction) -> dict[str, int]:
     The step model leaves out the logits and the loss: it describes each layer by its weights and the
     activations it saves, and what a loss holds depends on the model's head and its loss function."""
     checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
-    if not isinstance(copies, (int, Fraction)) or isinstance(copies, bool) or not 0 < copies <= 1_000:
+    number = isinstance(copies, (int, Fraction)) and not isinstance(copies, bool)
+    if not (number and 0 < copies <= 1_000 and (2 * copies).denominator == 1):
         raise ValueError(
             f"copies must be a whole or half number from 1/2 to 1,000, got {checks.shown(copies)}"
         )
-    if (2 * copies).denominator != 1:
-        raise ValueError(f"copies must be a whole or half number from 1/2 to 1,000, got {copies}")
     tokens = shape.seq_len * shape.micro_batch
     output = 2 * tokens * shape.hidden
     loss = int(copies * tokens * shape.vocab * 4)

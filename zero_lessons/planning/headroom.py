@@ -108,7 +108,7 @@ def estimator_warning(
         return ()
     capacity = setup.gpu_memory
     need = ds_estimator.zero2_gpu(setup) + act
-    if capacity - need >= capacity * share:
+    if need <= budget(capacity, share):
         return ()
     room = (
         f"more than the {show(capacity)} a GPU holds"
