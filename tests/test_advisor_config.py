@@ -347,6 +347,27 @@ def test_advisor_configs_validate_in_deepspeed():
         ds_config.validate(advise(*case, cpu_memory="1TB").ds_config())
 
 
+def test_an_offload_config_names_deepspeeds_optimizer_and_others_do_not():
+    """With optimizer offload DeepSpeed refuses a PyTorch optimizer by default, so the advisor's config names
+    one; every hyperparameter is written out, and the caller's copy is its own."""
+    offloaded = advise(70 * 10**9, 8, "24GB", cpu_memory="2TB").ds_config()
+    assert offloaded["optimizer"] == ds_config.ADAMW and offloaded["optimizer"]["type"] == "AdamW"
+    assert set(offloaded["optimizer"]["params"]) == {"lr", "betas", "eps", "weight_decay"}
+    offloaded["optimizer"]["params"]["lr"] = 3e-4
+    assert ds_config.ADAMW["params"]["lr"] == 1e-3  # changing one config leaves the next one as it was
+    assert "optimizer" not in advise(7_500_000_000, 8, "80GB").ds_config()
+
+
+@pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
+def test_deepspeed_reads_the_offload_config_as_its_cpu_adam():
+    need_module("deepspeed.runtime.config")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    parsed = DeepSpeedConfig(advise(70 * 10**9, 8, "24GB", cpu_memory="2TB").ds_config())
+    assert (parsed.optimizer_name, parsed.optimizer_params) == ("adamw", ds_config.ADAMW["params"])
+    assert parsed.zero_force_ds_cpu_optimizer and parsed.zero_config.offload_optimizer.device == "cpu"
+
+
 @pytest.mark.slow  # imports DeepSpeed: seconds per worker, so `make check` leaves it out
 def test_deepspeed_rejects_an_invalid_config():
     _deepspeed_schema()

@@ -25,12 +25,8 @@ from deepspeed.utils import logger, safe_get_full_fp32_param
 from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
 from ..lab.rank_deepspeed import held  # the lab's byte counter: the one line that reaches into the lab
+from ..planning.ds_config import ADAMW  # the optimizer for a config that names none
 from .predict import WIDTHS  # layer widths, stated without torch so the prediction counts the same model
-
-#: The optimizer for a config that names none (the advisor writes only the keys that decide memory).
-#: Every hyperparameter is spelled out: DeepSpeed's "Adam" is AdamW, and the two Adams it may build
-#: (torch's, and its own CPU Adam for offload) default to different weight decays.
-ADAMW = {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}}
 
 
 def build_model(seed: int) -> torch.nn.Module:
