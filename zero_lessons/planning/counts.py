@@ -23,20 +23,12 @@ from . import ds_estimator, offload
 #: What each count includes, in the order the lesson meets them: contents only, no figures.
 INCLUDES = {
     "the ZeRO paper": "the model state (16-bit weights and gradients, the optimizer state), all on the GPUs",
-    "DeepSpeed's estimator": "what DeepSpeed's estimate functions print (section 2), in decimal GB; "
-    "CPU offload only, no traffic",
+    "DeepSpeed's estimator": "what DeepSpeed's estimate functions print (section 2), converted to decimal "
+    "GB; CPU offload only, no traffic",
     "the package's count": "the paper's bytes, placed under offload as the ZeRO-Offload paper places them, "
     "and that design's PCIe traffic",
-    "DeepSpeed's code": "what DeepSpeed's source sends over PCIe (gradients in fp32) and keeps on host and "
-    "drive (`offload.capacity`); no function of DeepSpeed's prints it",
-}
-#: What lesson 06 uses each count for, and where: the map at the top of the lesson.
-USES = {
-    "the ZeRO paper": "the baseline of lessons 01 to 05; the stage `advise` picks (section 5)",
-    "DeepSpeed's estimator": "GPU and host memory to plan with (sections 1 to 3)",
-    "the package's count": "what offload moves to the host, and the PCIe traffic of that design "
-    "(sections 3 and 4)",
-    "DeepSpeed's code": "what DeepSpeed really keeps on an NVMe drive and sends over PCIe (sections 3 and 4)",
+    "DeepSpeed's code": "what DeepSpeed's source sends over PCIe (gradients in fp32), and keeps on host and "
+    "drive under NVMe offload (`offload.capacity`); no function of DeepSpeed's prints it",
 }
 #: The recap table's header: what each count includes, then its figures for ZeRO-2 on one node, in decimal GB.
 HEADER = [
@@ -107,10 +99,3 @@ def table(params: int, gpus: int = 8) -> str:
     """`four` as a Markdown table, one row per count: what it includes, then its figures."""
     rows = [HEADER, *(count.row() for count in four(params, gpus))]
     return tables.markdown(rows, ["---", "---", "--:", "--:", "--:", "--:"])
-
-
-def map_table() -> str:
-    """The four counts by name, what each includes and what the lesson uses it for: no figures."""
-    rows = [["count", "what it includes", "used for"]]
-    rows += [[f"**{name}**", includes, USES[name]] for name, includes in INCLUDES.items()]
-    return tables.markdown(rows, ["---", "---", "---"])

@@ -80,7 +80,7 @@ SPECS = (
     Spec(
         "deepspeed_host_gib",
         'host memory per node by DeepSpeed\'s estimator, in GiB (what it prints as "GB")',
-        "DeepSpeed's host formula for this choice, times its buffer factor 1.5",
+        "DeepSpeed's host formula for this choice, times its margin of 1.5 (additional_buffer_factor)",
         unit="GiB",
     ),
     Spec(
