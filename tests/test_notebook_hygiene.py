@@ -179,3 +179,23 @@ def test_a_page_with_saved_widgets_has_no_math(path):
         latex = [o for c in cells(path) for o in c["outputs"] if "text/latex" in o.get("data", {})]
         assert not re.search(r"\$[^$]+\$", re.sub(r"`[^`]*`", "", markdown))  # code spans may hold a $
         assert latex == []
+
+
+FOLD = re.compile(r"<details>.*?</details>", re.S)
+#: Issue 14: each lab "has at most about 1,500 words" a reader sees without opening a fold.
+LAB_WORDS = 1_550
+
+
+def visible_words(path: pathlib.Path) -> int:
+    """Whitespace-separated words in the markdown cells, outside `<details>` folds (navigation included)."""
+    return sum(len(FOLD.sub(" ", "".join(c["source"])).split()) for c in cells(path, "markdown"))
+
+
+def test_visible_words_leave_out_folds_only():
+    assert len(FOLD.sub(" ", "one <details><summary>two</summary>\nthree\n</details> four").split()) == 2
+
+
+@pytest.mark.parametrize("name", ["07_lab_pytorch.ipynb", "08_lab_deepspeed.ipynb"])
+def test_each_lab_reads_in_about_1500_words(name):
+    words = visible_words(ROOT / "notebooks" / name)
+    assert words <= LAB_WORDS, f"{name}: {words:,} visible words, more than {LAB_WORDS:,}"

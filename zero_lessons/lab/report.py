@@ -13,7 +13,7 @@ from .model import MODEL
 from .results import FIELDS, Results, Row
 
 HEAD = (
-    "framework",
+    "setting",
     "N",
     "weights B",
     "gradients B",

@@ -229,9 +229,9 @@ class Comparison:
         head = [
             "stage",
             "paper: GB per GPU",
-            "DeepSpeed: GB per rank after backward",
+            "DeepSpeed, predicted: GB per rank after backward",
             "paper: sent",
-            "DeepSpeed: sent",
+            "DeepSpeed, predicted: sent",
         ]
         lines = [
             [
