@@ -1,7 +1,8 @@
 """Memory over one step as tables for a lesson: what a rank holds at a phase, its kinds at several phases side
 by side, each setup's peak, what a loss would add to it, the step model beside the lab's measurement, and the
 traffic DeepSpeed's knobs cut. Exact bytes are rounded only here, in the unit asked for; tables render as
-Markdown and HTML. Stage 3's prefetch walk: `walk_tables`."""
+Markdown and HTML. Lesson 4's picks beside their steps (`planning.step_picks`). Stage 3's prefetch walk:
+`walk_tables`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..planning.activations import Transformer
 from ..planning.step_effects import CHANGES, EffectTable
 from ..planning.step_model import transformer_model
 from ..planning.step_parts import KINDS, Phase, Timeline
+from ..planning.step_picks import Pick
 
 
 @dataclass(frozen=True, repr=False)
@@ -197,6 +199,20 @@ def text_table(head, rows) -> Table:
     body = tuple(tuple(v if isinstance(v, str) else f"{v:,}" for v in row) for row in rows)
     numeric = tuple(all(not isinstance(r[i], str) for r in rows) for i in range(len(head)))
     return Table(tuple(head), body, numeric)
+
+
+def picks_table(picks) -> Table:
+    """Per `step_picks.Pick`: lesson 4's pick, its sum and its step's peak in GB (two decimals), and what
+    the step adds to the sum, in whole percent of the card."""
+    if not isinstance(picks, (tuple, list)) or not picks:
+        raise TypeError(f"picks must be a non-empty list of Pick, got {checks.shown(picks)}")
+    rows = []
+    for p in picks:
+        checks.instance("each pick", p, Pick, "planning.step_picks.lesson4_picks(...)")
+        sums = [round(float(v / units.GB), 2) for v in (p.needs, p.peak.total)]
+        rows.append((f"{p.card}, {p.headroom}", p.advice.stage.label, *sums, round(100 * float(p.adds))))
+    head = ("card, headroom", "pick", "lesson 4's sum, GB", "step peak, GB", "step adds, % of card")
+    return text_table(head, rows)
 
 
 def measured_table(rows, unit: str = "kB", digits: int = 1, gap_step: int | None = None) -> Table:
