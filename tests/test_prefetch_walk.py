@@ -1,6 +1,5 @@
-"""Stage 3's prefetch walk, step by step: the coordinator's record of each step, and lesson 09's table."""
+"""Stage 3's prefetch walk, step by step: the coordinator's record of each step."""
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -8,7 +7,6 @@ from test_step import LAB_LAYERS, LAB_Z3
 from zero_lessons.planning.step import Layer, Model
 from zero_lessons.planning.step_coordinator import replay, trace_order, walk
 from zero_lessons.planning.step_knobs import DeepSpeed
-from zero_lessons.present.walk_tables import held_table, walk_table
 
 LAB = Model("lab MLP", LAB_LAYERS)
 
@@ -70,61 +68,3 @@ def test_every_step_adds_up(sizes, bucket, live, reuse):
         )
         held = v.live - sum(e for _, e in v.released)
     assert held == 0  # every gathered tensor is released by the end of backward
-
-
-def test_the_table_shows_the_walk_that_gathers_linear_4s_bias_with_linear_1s_weight():
-    table = walk_table(LAB, LAB_Z3, steps=7)
-    assert len(table.body) == 7 and table.head[5] == "gathered (max_live_parameters = 3,600)"
-    relu1 = dict(zip(table.head, table.body[2], strict=True))
-    assert relu1["step"] == "fwd relu 1" and relu1["walk's room"] == "3,600 − 3,136 = 464"
-    assert relu1["walk gathers (one all-gather)"] == "linear 4 (32), linear 1 (1,024) = 1,056"
-    assert relu1["walk passes"] == "bwd linear 4, bwd linear 3, bwd linear 2"
-    assert table.body[3][-1] == "kept: the walk passed its backward use"
-    assert table.body[1][-1] == "freed" and table.body[0][2] == "1,200 (prefetch_bucket_size)"
-    assert "| fwd relu 1 |" in table._repr_markdown_()
-
-
-def test_the_table_refuses_bad_input_by_name():
-    with pytest.raises(TypeError, match="fw"):
-        walk_table(LAB, "stage 3")
-    with pytest.raises(TypeError, match="model"):
-        walk_table("lab", LAB_Z3)
-    with pytest.raises(ValueError, match="steps"):
-        walk_table(LAB, LAB_Z3, steps=0)
-
-
-def test_at_relu_3_the_held_table_names_each_tensors_roles_as_worked_by_hand():
-    # Worked from the walk table: linear 1's walk brought linear 2's bias, linear 3 and linear 4's weight
-    # in one buffer, alive until linear 4's weight is used; relu 1's walk brought linear 4's bias and
-    # linear 1's weight, not yet waited on. Linear 2 and 3 are kept (the walk passed their backward use);
-    # linear 2's weight came in the root module's buffer, freed once linear 2 used it.
-    table = held_table(LAB, LAB_Z3, "relu 3")
-    rows = [(r[0], r[1], r[2], r[3], r[4]) for r in table.body]
-    assert rows == [
-        ("linear 1", "1,024", "—", "relu 1's walk", "1,024"),
-        ("linear 2", "1,024", "kept for reuse", "—", "1,024"),
-        ("linear 2", "32", "kept for reuse", "linear 1's walk", "64"),
-        ("linear 3", "1,024", "kept for reuse", "linear 1's walk", "2,048"),
-        ("linear 3", "32", "kept for reuse", "linear 1's walk", "64"),
-        ("linear 4", "1,024", "prefetched, copied out", "linear 1's walk", "2,048"),
-        ("linear 4", "32", "—", "relu 1's walk", "32"),
-        ("total", "4,192", "", "", "6,304"),
-    ]
-
-
-@pytest.mark.parametrize("at", ["linear 1", "relu 2", "linear 3", "relu 3", "linear 4"])
-def test_the_held_table_adds_up_to_the_snapshots_copies_and_buffers(at):
-    index = [layer.name for layer in LAB.layers].index(at)
-    snap = replay(LAB, LAB_Z3)[0][index]
-    table = held_table(LAB, LAB_Z3, at)
-    copies = sum(int(r[1].replace(",", "")) for r in table.body[:-1] if r[2] != "—")
-    buffers = sum(int(r[1].replace(",", "")) for r in table.body[:-1] if r[3] != "—")
-    assert copies == snap.own + snap.prefetched + snap.kept - snap.in_flight
-    assert buffers <= snap.flat and table.body[-1][-1] == f"{copies + buffers:,}"
-
-
-def test_the_held_table_refuses_bad_input_by_name():
-    with pytest.raises(ValueError, match="at must name one of the model's layers"):
-        held_table(LAB, LAB_Z3, "relu 9")
-    with pytest.raises(TypeError, match="fw"):
-        held_table(LAB, "stage 3", "relu 3")
