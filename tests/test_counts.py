@@ -1,5 +1,6 @@
 """The four counts of lesson 06, each checked against its own reference for the article's 7.5 B on 8 GPUs."""
 
+import pathlib
 from fractions import Fraction
 
 import pytest
@@ -21,8 +22,10 @@ def test_each_count_gives_the_figures_worked_by_hand():
     # the ZeRO-Offload paper's split: 2 on the GPU, 14 per GPU on the host; 2 + 2 B per shard element on PCIe
     assert (package.gpu, package.gpu_offloaded, package.host) == (paper.gpu, 15 * GB, 105 * GB)
     assert package.pcie == Fraction("3.75") * GB
-    # DeepSpeed's code: the gradient shard down in fp32 (4) and the weight shard back (2)
-    assert (code.gpu, code.gpu_offloaded, code.host, code.pcie) == (None, None, None, Fraction("5.625") * GB)
+    # DeepSpeed's code: on the host 4 + 4 + 8 + 2 B per shard element; the gradient shard down in fp32 (4) and
+    # the weight shard back (2)
+    assert (code.gpu, code.gpu_offloaded, code.host) == (None, None, 18 * PSI)
+    assert code.pcie == Fraction("5.625") * GB
 
 
 def test_deepspeed_pcie_bytes_per_shard_element_by_stage():
@@ -49,10 +52,12 @@ def test_the_table_names_each_count_once_with_what_it_includes_and_a_dash_where_
     cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines[2:]]
     assert [row[0].split("**")[1] for row in cells] == list(counts.INCLUDES)
     assert [row[1] for row in cells] == list(counts.INCLUDES.values())
-    assert lines[2].endswith("| 28.125 GB | — | — | — |") and lines[5].endswith("| — | — | — | 5.625 GB |")
+    assert lines[2].endswith("| 28.125 GB | — | — | — |") and lines[5].endswith(
+        "| — | — | 135 GB | 5.625 GB |"
+    )
     # the estimator's row shows DeepSpeed's figures in decimal GB (31.875), not as it prints them (29.69 "GB")
     assert "| 31.875 GB |" in lines[3] and "29.69" not in lines[3] and "decimal GB" in cells[1][1]
-    assert "`offload.capacity`" in cells[3][1]
+    assert "once the model is partitioned" in cells[3][1]  # not the fp32 model each process builds first
 
 
 def test_what_each_count_includes_names_contents_not_figures():
@@ -73,3 +78,18 @@ def test_what_each_count_includes_names_contents_not_figures():
 def test_bad_input(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_deepspeeds_zero2_host_state_is_18_bytes_per_shard_element_from_buffers_its_source_names():
+    assert offload.DEEPSPEED_ZERO2_HOST == {
+        "fp32 master weights": 4,
+        "fp32 gradients": 4,
+        "Adam moments": 8,
+        "16-bit weights": 2,
+    }
+    assert offload.deepspeed_zero2_host(PSI, 8) == 18 * PSI / 8 == Fraction("16.875") * GB
+    assert offload.deepspeed_zero2_host(PSI, 8) > offload.offloaded(PSI, 8, 2)[1].total  # the package's 14
+    s12 = need_module("deepspeed.runtime.zero.stage_1_and_2")
+    source = pathlib.Path(s12.__file__).read_text()
+    for name in ("single_partition_of_fp32_groups", "param_buffer_of_bit16_for_cpu_offload_groups"):
+        assert f"self.{name}" in source  # the buffers the reading names, in this DeepSpeed's code

@@ -7,8 +7,8 @@ optimizer offloaded to host memory.
   GB (`ds_estimator`);
 - the package's count: the paper's bytes placed as the ZeRO-Offload paper places them, and the PCIe bytes of
   that design (`offload.offloaded`, `offload.link_bytes`);
-- DeepSpeed's code: what it sends over PCIe, and keeps on host and drive under NVMe offload, read from its
-  source (`offload.deepspeed_pcie_bytes`; `offload.capacity` and `offload.link_bytes` with NVMe).
+- DeepSpeed's code: what it keeps on the host and sends over PCIe, read from its source
+  (`offload.deepspeed_zero2_host`, `offload.deepspeed_pcie_bytes`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ INCLUDES = {
     "GB; CPU offload only, no traffic",
     "the package's count": "the paper's bytes, placed under offload as the ZeRO-Offload paper places them, "
     "and that design's PCIe traffic",
-    "DeepSpeed's code": "what DeepSpeed's source sends over PCIe (gradients in fp32), and keeps on host and "
-    "drive under NVMe offload (`offload.capacity`); no function of DeepSpeed's prints it",
+    "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
+    "over PCIe (gradients in fp32), read from it; no function of DeepSpeed's prints it",
 }
 #: The recap table's header: what each count includes, then its figures for ZeRO-2 on one node, in decimal GB.
 HEADER = [
@@ -91,7 +91,13 @@ def four(params: int, gpus: int = 8) -> tuple[Count, ...]:
             gpus * off_gpu.total,
             offload.link_bytes(params, gpus, Stage.ZERO2),
         ),
-        Count("DeepSpeed's code", None, None, None, offload.deepspeed_pcie_bytes(params, gpus, Stage.ZERO2)),
+        Count(
+            "DeepSpeed's code",
+            None,
+            None,
+            gpus * offload.deepspeed_zero2_host(params, gpus),
+            offload.deepspeed_pcie_bytes(params, gpus, Stage.ZERO2),
+        ),
     )
 
 

@@ -133,6 +133,19 @@ def deepspeed_pcie_bytes(params: int, gpus: int, stage: StageLike) -> Fraction:
     return DEEPSPEED_PCIE[stage] * memory.shard_elements(params, gpus)
 
 
+#: Host bytes per shard element that DeepSpeed's stage 1 and 2 code (stage_1_and_2.py) keeps once the
+#: optimizer is offloaded to the CPU, by our reading: the fp32 master partition and its fp32 gradient, Adam's
+#: two moments, and a 16-bit buffer of the weight partition (`param_buffer_of_bit16_for_cpu_offload_groups`).
+#: Small staging buffers (one largest parameter's gradient) and the fp32 model built before partitioning are
+#: not in it.
+DEEPSPEED_ZERO2_HOST = {"fp32 master weights": 4, "fp32 gradients": 4, "Adam moments": 8, "16-bit weights": 2}
+
+
+def deepspeed_zero2_host(params: int, gpus: int) -> Fraction:
+    """Host bytes one GPU's share keeps at ZeRO-1 or 2 with the optimizer offloaded, by DeepSpeed's code."""
+    return sum(DEEPSPEED_ZERO2_HOST.values()) * memory.shard_elements(params, gpus)
+
+
 def _nvme_needs_stage_3(field: str, stage: Stage) -> None:
     """Refuse NVMe below stage 3: DeepSpeed offers NVMe offload only with ZeRO-3."""
     if stage is not Stage.ZERO3:
