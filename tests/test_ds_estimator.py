@@ -207,6 +207,9 @@ def test_the_split_labels_itemize_18_bytes_by_deepspeeds_comment_at_stage_2_and_
         )
     }
     assert labels == {2: [ds_estimator.SPLIT_18[2]], 3: [ds_estimator.SPLIT_18[3]]}
+    assert (
+        "our reading" in labels[3][0] and "our reading" not in labels[2][0]
+    )  # stage 2: DeepSpeed's own comment
     for label in ds_estimator.SPLIT_18.values():  # 2 + 4 + 12, the 12 as the glossary's optimizer state
         assert sum(int(n) for n in re.findall(r"(\d+) (?:fp16|fp32 gradients|optimizer state)", label)) == 18
         assert (
@@ -237,9 +240,9 @@ def test_explained_tables_show_deepspeeds_gib_and_the_terms():
     assert "max(4 B × 8, 16 B) × Ψ × 1.5 = 360 GB" in markdown
     three = ds_estimator.explain_zero3(PSI, 10**6, 8)._repr_html_()
     assert "&#x27;" not in three  # quotes need no escaping inside a cell
-    assert "offloaded state: 18 B × Ψ × 1.5 = 202.5 GB" in three  # one node: no "/ 1 node"
+    assert "offloaded state (our reading): 18 B × Ψ × 1.5 = 202.5 GB" in three  # one node: no "/ 1 node"
     two_nodes = ds_estimator.explain_zero3(PSI, 10**6, 8, nodes=2)._repr_markdown_()
-    assert "offloaded state, this node's share: 18 B × Ψ / 2 nodes × 1.5" in two_nodes
+    assert "offloaded state, this node's share (our reading): 18 B × Ψ / 2 nodes × 1.5" in two_nodes
 
 
 def test_only_keeps_the_lines_whose_options_match_in_deepspeeds_order():

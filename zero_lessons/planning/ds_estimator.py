@@ -29,8 +29,8 @@ ZERO3_LINES = tuple(
 #: reading (stage3.py has none): 2 stay on the GPU under optimizer offload.
 OPTIMIZER_12 = "12 optimizer state (4 fp32 master weights + 8 Adam moments)"
 SPLIT_18 = {
-    s: f"split 18 B (2 fp16 {w} + 4 fp32 gradients + {OPTIMIZER_12})"
-    for s, w in ((2, "gradients"), (3, "weights"))
+    s: f"split 18 B ({how}2 fp16 {w} + 4 fp32 gradients + {OPTIMIZER_12})"
+    for s, how, w in ((2, "", "gradients"), (3, "our reading: ", "weights"))
 }
 #: The header DeepSpeed prints above the lines: "per CPU" is host memory per node.
 HEADER = "  per CPU  |  per GPU |   Options"
@@ -229,7 +229,7 @@ def _column(terms: tuple[Term, ...], total: int, bold) -> str:
 def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term:
     """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × its margin."""
     return Term(
-        "larger of fp32 model per process and offloaded state",
+        "larger of fp32 model per process and offloaded state (our reading)",
         f"max(4 B × {processes}, {units.format_number(state)} B) × Ψ × {units.format_number(factor)}",
         p * max(4 * processes, state) * factor,
     )
@@ -238,7 +238,7 @@ def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term
 def _per_process(size: int, name: str, per_node: int, factor: Fraction) -> Term:
     """`size` parameters in fp32 for each of the node's processes, × DeepSpeed's margin."""
     return Term(
-        f"fp32 {'model' if name == 'Ψ' else 'layer'} per process",
+        f"fp32 {'model' if name == 'Ψ' else 'layer'} per process (our reading)",
         f"4 B × {name} × {per_node} × {units.format_number(factor)}",
         4 * size * per_node * factor,
     )
@@ -265,7 +265,7 @@ def _zero3_terms(
     """The GPU and host terms of one ZeRO-3 line."""
     gpus, gpu = per_node * nodes, [Term("largest layer, gathered", "4 B × layer", Fraction(4 * layer))]
     if not par:
-        bytes_each, what = (2, "fp16 weight shard") if opt else (18, SPLIT_18[3])
+        bytes_each, what = (2, "fp16 weight shard (our reading)") if opt else (18, SPLIT_18[3])
         gpu.append(Term(what, f"{bytes_each} B × Ψ / {gpus}", Fraction(bytes_each * p, gpus)))
     if not opt:
         size, name = (layer, "layer") if init else (p, "Ψ")
@@ -275,7 +275,7 @@ def _zero3_terms(
         return tuple(gpu), (_host_max(p, per_node, state, factor),)
     share = f" / {nodes} nodes" if nodes > 1 else ""  # one node holds all of it
     formula = f"{18 if par else 16} B × Ψ{share} × {units.format_number(factor)}"
-    what = "offloaded state" + (", this node's share" if nodes > 1 else "")
+    what = "offloaded state" + (", this node's share" if nodes > 1 else "") + " (our reading)"
     return tuple(gpu), (Term(what, formula, p * state * factor),)
 
 
