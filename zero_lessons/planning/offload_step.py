@@ -113,7 +113,13 @@ def zero2_step(
     hides = "partly: it outlasts the backward pass" if outlasts else "yes: during the backward pass"
     return Step(
         (
-            Phase("forward and backward compute", None, compute, compute, "— (the step without offload)"),
+            Phase(
+                "forward and backward compute",
+                None,
+                compute,
+                compute,
+                "— (compute only: no optimizer step, no collectives)",
+            ),
             Phase("gradients down (fp32)", offload.DEEPSPEED_DOWN, down, outlasts, hides),
             Phase("the CPU's Adam step", None, adam, adam, "no: it needs every gradient", guess),
             Phase(
