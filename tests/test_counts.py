@@ -6,8 +6,8 @@ from fractions import Fraction
 import pytest
 
 from conftest import need_module
-from zero_lessons import GB
-from zero_lessons.planning import counts, offload
+from zero_lessons import GB, memory
+from zero_lessons.planning import counts, ds_estimator, offload
 
 PSI = 7_500_000_000
 
@@ -93,3 +93,30 @@ def test_deepspeeds_zero2_host_state_is_18_bytes_per_shard_element_from_buffers_
     source = pathlib.Path(s12.__file__).read_text()
     for name in ("single_partition_of_fp32_groups", "param_buffer_of_bit16_for_cpu_offload_groups"):
         assert f"self.{name}" in source  # the buffers the reading names, in this DeepSpeed's code
+
+
+def test_the_bytes_table_places_what_each_counts_own_function_counts():
+    """Each row of `counts.PLACES`, summed by place, against the function its count comes from."""
+    n = 8
+    by_place = {}
+    for name, cells, _ in counts.PLACES:
+        sums = {"GPU": 0, "÷ N": 0, "host": 0}
+        for size, where in cells.values():
+            for part in where.replace("*", "").split(", "):  # "GPU, 2 host": 2 on the GPU and 2 on the host
+                place = part.split(" ", 1)[1] if part[0].isdigit() else part
+                sums[place] += int(part.split(" ")[0]) if part[0].isdigit() else size
+        by_place[name] = sums
+    gpu = {name: (s["GPU"] * PSI + Fraction(s["÷ N"] * PSI, n)) for name, s in by_place.items()}
+    host = {name: s["host"] * PSI for name, s in by_place.items()}  # every shard of a node of n GPUs
+    assert gpu["the ZeRO paper"] == memory.per_gpu(PSI, n, 2).total
+    assert gpu["DeepSpeed's estimator"] == ds_estimator.zero2(PSI, n, cpu_offload=False).gpu_bytes
+    on, off = offload.offloaded(PSI, n, 2)
+    assert gpu["the package's count, optimizer offloaded"] == on.total
+    assert host["the package's count, optimizer offloaded"] == n * off.total
+    assert gpu["DeepSpeed's estimator, optimizer offloaded"] == ds_estimator.zero2(PSI, n).gpu_bytes
+    single = ds_estimator.zero2(PSI, 1).cpu_bytes  # one GPU: max(4 × 1, 16) = 16, the offloaded state × 1.5
+    assert host["DeepSpeed's estimator, optimizer offloaded"] * 3 // 2 == single
+    assert host["DeepSpeed's code, optimizer offloaded"] == n * offload.deepspeed_zero2_host(PSI, n)
+    three = ds_estimator.zero3(PSI, 0, n, cpu_offload=False, cpu_offload_params=False).gpu_bytes  # no layer
+    assert gpu["DeepSpeed's estimator, ZeRO-3"] == three
+    assert counts.bytes_table().count("\n") == len(counts.PLACES) + 1

@@ -1,5 +1,4 @@
-"""How DeepSpeed's knobs cut one step's traffic (`ds_traffic.knob_collectives`, `step_tables.traffic_table`),
-as lesson 09 shows it.
+"""How DeepSpeed's knobs cut one step's traffic (`ds_traffic.knob_collectives`), Linear by Linear.
 
 The collectives are checked against `ds_scale.predict`, whose rules tests/test_lab.py pins message by message
 on real ranks, and against small cases worked by hand."""
@@ -8,7 +7,6 @@ import pytest
 
 from zero_lessons.planning import DDP, DeepSpeed, ds_scale, ds_traffic, transformer_model
 from zero_lessons.planning.step_choices import MODELS
-from zero_lessons.present.step_tables import TRAFFIC_KNOBS, traffic_table
 
 SHAPE = MODELS["7.5b"]
 GPT = transformer_model(SHAPE)
@@ -112,19 +110,6 @@ def test_a_block_as_one_module_counts_otherwise():
     assert counts == [185, 63, 191]
 
 
-def test_the_traffic_table_shows_the_lessons_three_knobs():
-    table = traffic_table(SHAPE, 8)
-    reduces, gathers = "ZeRO-2's gradient all-reduces", "ZeRO-3's weight all-gathers"
-    assert table.body == (
-        ("reduce_bucket_size", reduces, "17 → 97", "7,493,452,032 → 7,493,452,032"),
-        ("prefetch_bucket_size", gathers, "209 → 249", "13,998,408,192 → 14,452,965,888"),
-        ("max_reuse_distance", gathers, "209 → 209", "13,998,408,192 → 13,998,408,192"),
-    )
-    assert table.head == ("knob", "what it counts", "how many per step", "elements in their buffers")
-    assert [r[0] for r in table.body] == list(TRAFFIC_KNOBS)
-    assert f"| prefetch_bucket_size | {gathers} | 209 → 249 |" in table._repr_markdown_()
-
-
 def test_a_smaller_bucket_sends_more_than_five_times_as_many_as_buckets_close_at_tensor_boundaries():
     """97 buckets of 10⁸, not 5 × 17 = 85: a bucket is sent before a tensor that would overflow it, and a
     block's MLP weights (4h² = 7.6 × 10⁷ each) leave room in a 10⁸ bucket for little else."""
@@ -147,13 +132,3 @@ def test_the_traffic_helpers_refuse_what_they_cannot_count():
         ds_traffic.knob_collectives(MODULES, 8, DDP())
     with pytest.raises(ValueError, match="gpus"):
         ds_traffic.knob_collectives(MODULES, 0, DeepSpeed(stage=2))
-    with pytest.raises(ValueError, match="knobs must be a tuple of"):
-        traffic_table(SHAPE, 8, ("bucket_cap_mb",))
-    with pytest.raises(TypeError, match="shape must be"):
-        traffic_table(GPT, 8)
-
-
-def test_the_traffic_table_refuses_a_split_that_loses_parameters(monkeypatch):
-    monkeypatch.setattr(ds_scale, "gpt_modules", lambda *shape: ((1,),))
-    with pytest.raises(ValueError, match="gpt_modules counts 1 parameters, transformer_model 7,493,452,032"):
-        traffic_table(SHAPE, 8)

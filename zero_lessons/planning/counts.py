@@ -105,3 +105,46 @@ def table(params: int, gpus: int = 8) -> str:
     """`four` as a Markdown table, one row per count: what it includes, then its figures."""
     rows = [HEADER, *(count.row() for count in four(params, gpus))]
     return tables.markdown(rows, ["---", "---", "--:", "--:", "--:", "--:"])
+
+
+#: The kinds of bytes per parameter that the counts place, in `bytes_table`'s column order.
+KINDS = ("16-bit weights", "16-bit gradients", "fp32 gradients", "fp32 master weights", "Adam moments")
+#: Where each count puts each kind, for ZeRO-2 (and ZeRO-3 last): (bytes per parameter, where, our reading?).
+#: Where: "GPU" whole on every GPU, "÷ N" split across the N GPUs, "host" in host memory.
+PLACES = (
+    ("the ZeRO paper", {0: (2, "GPU"), 1: (2, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")}, ""),
+    (
+        "DeepSpeed's estimator",
+        {0: (2, "GPU"), 1: (2, "÷ N"), 2: (4, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")},
+        "",
+    ),
+    (
+        "the package's count, optimizer offloaded",
+        {0: (2, "GPU"), 1: (2, "host"), 3: (4, "host"), 4: (8, "host")},
+        "",
+    ),
+    (
+        "DeepSpeed's estimator, optimizer offloaded",
+        {0: (2, "GPU"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
+        "host × 1.5, and at least an fp32 model* (4) per process",
+    ),
+    (
+        "DeepSpeed's code, optimizer offloaded",
+        {0: (2, "GPU, 2 host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
+        "once the model is partitioned",
+    ),
+    (
+        "DeepSpeed's estimator, ZeRO-3",
+        {0: (2, "÷ N*"), 2: (4, "÷ N*"), 3: (4, "÷ N*"), 4: (8, "÷ N*")},
+        "4 per parameter of the largest layer",
+    ),
+)
+
+
+def bytes_table() -> str:
+    """Bytes per parameter by kind and place, one row per count (ZeRO-2 unless named; * our reading)."""
+    rows = [["ZeRO-2 unless named", *KINDS, "also"]]
+    for name, cells, also in PLACES:
+        shown = [f"{cells[k][0]} {cells[k][1]}" if k in cells else "—" for k in range(len(KINDS))]
+        rows.append([f"**{name}**", *shown, also])
+    return tables.markdown(rows, ["---", *["--:"] * len(KINDS), "---"])

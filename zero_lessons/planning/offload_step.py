@@ -28,6 +28,10 @@ GUESS = "a rough guess from one slow report"
 MAX_CPU_STEP = 86_400
 
 
+#: What the compute row of the step stands for: the GPU's work alone, before any offload is added.
+COMPUTE_ONLY = "— (compute only: no optimizer step, no collectives)"
+
+
 @dataclass(frozen=True)
 class Phase:
     """One part of the step: PCIe bytes per shard element, its time alone, and what it adds to the step."""
@@ -113,13 +117,7 @@ def zero2_step(
     hides = "partly: it outlasts the backward pass" if outlasts else "yes: during the backward pass"
     return Step(
         (
-            Phase(
-                "forward and backward compute",
-                None,
-                compute,
-                compute,
-                "— (compute only: no optimizer step, no collectives)",
-            ),
+            Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY),
             Phase("gradients down (fp32)", offload.DEEPSPEED_DOWN, down, outlasts, hides),
             Phase("the CPU's Adam step", None, adam, adam, "no: it needs every gradient", guess),
             Phase(

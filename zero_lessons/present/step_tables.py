@@ -10,10 +10,7 @@ from fractions import Fraction
 from html import escape
 
 from .. import checks, units
-from ..planning import ds_scale, ds_traffic
-from ..planning.activations import Transformer
-from ..planning.step_effects import CHANGES, EffectTable
-from ..planning.step_model import transformer_model
+from ..planning.step_effects import EffectTable
 from ..planning.step_parts import KINDS, Phase, Timeline
 from ..planning.step_picks import Pick
 
@@ -243,38 +240,3 @@ def measured_table(rows, unit: str = "kB", digits: int = 1, gap_step: int | None
         f"tolerance {unit if gap_step is None else 'B'}",
     )
     return Table(head, tuple(body), (False, False, True, True, True, True))
-
-
-#: The knobs `traffic_table` counts by default: ZeRO-2's bucket and two of stage 3's gather knobs.
-TRAFFIC_KNOBS = ("reduce_bucket_size", "prefetch_bucket_size", "max_reuse_distance")
-#: What the traffic table counts, by `ds_traffic.Collective.kind`.
-COUNTED = {"all_reduce": "ZeRO-2's gradient all-reduces", "all_gather": "ZeRO-3's weight all-gathers"}
-
-
-def traffic_table(shape: Transformer, gpus: int, knobs: tuple[str, ...] = TRAFFIC_KNOBS) -> Table:
-    """Per DeepSpeed knob of `step_effects.CHANGES`, turned as there: the collectives it cuts in one step of
-    the GPT `shape` on `gpus` ranks (`ds_traffic.knob_collectives`), named by kind (`COUNTED`), before →
-    after: how many, and the elements in their buffers.
-
-    The model is split as DeepSpeed fetches it, each Linear and norm a module of its own
-    (`ds_scale.gpt_modules`), not a block as one module as the step model runs it: the split decides how
-    the prefetcher groups its gathers and which weights it keeps for backward."""
-    checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
-    changes = {c.knob: c for c in CHANGES if c.knob in ds_traffic.KNOBS}
-    if not isinstance(knobs, tuple) or not knobs or any(k not in changes for k in knobs):
-        raise ValueError(f"knobs must be a tuple of {', '.join(changes)}, got {checks.shown(knobs)}")
-    modules = ds_scale.gpt_modules(shape.layers, shape.hidden, shape.vocab)
-    psi, counted = transformer_model(shape).params, sum(n for m in modules for n in m)
-    if counted != psi:  # two splits of one model: a change to either must reach the other
-        raise ValueError(f"ds_scale.gpt_modules counts {counted:,} parameters, transformer_model {psi:,}")
-    body = []
-    for knob in knobs:
-        before, after = (
-            ds_traffic.knob_collectives(modules, gpus, fw)
-            for fw in (changes[knob].before, changes[knob].after)
-        )
-        calls = f"{len(before):,} → {len(after):,}"
-        elements = " → ".join(f"{sum(c.elements for c in side):,}" for side in (before, after))
-        body.append((knob, COUNTED[before[0].kind], calls, elements))
-    head = ("knob", "what it counts", "how many per step", "elements in their buffers")
-    return Table(head, tuple(body), (False, False, False, False))
