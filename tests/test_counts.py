@@ -24,7 +24,7 @@ def test_each_count_gives_the_figures_worked_by_hand():
     assert package.pcie == Fraction("3.75") * GB
     # DeepSpeed's code: on the host 4 + 4 + 8 + 2 B per shard element; the gradient shard down in fp32 (4) and
     # the weight shard back (2)
-    assert (code.gpu, code.gpu_offloaded, code.host) == (None, None, 18 * PSI)
+    assert (code.gpu, code.gpu_offloaded, code.host) == (None, 15 * GB, 18 * PSI)
     assert code.pcie == Fraction("5.625") * GB
 
 
@@ -53,7 +53,7 @@ def test_the_table_names_each_count_once_with_what_it_includes_and_a_dash_where_
     assert [row[0].split("**")[1] for row in cells] == list(counts.INCLUDES)
     assert [row[1] for row in cells] == list(counts.INCLUDES.values())
     assert lines[2].endswith("| 28.125 GB | — | — | — |") and lines[5].endswith(
-        "| — | — | 135 GB | 5.625 GB |"
+        "| — | 15 GB | 135 GB | 5.625 GB |"
     )
     # the estimator's row shows DeepSpeed's figures in decimal GB (31.875), not as it prints them (29.69 "GB")
     assert "| 31.875 GB |" in lines[3] and "29.69" not in lines[3] and "decimal GB" in cells[1][1]

@@ -94,7 +94,7 @@ def four(params: int, gpus: int = 8) -> tuple[Count, ...]:
         Count(
             "DeepSpeed's code",
             None,
-            None,
+            on_gpu.total,  # the 16-bit weights, whole: what stays on the GPU between steps
             gpus * offload.deepspeed_zero2_host(params, gpus),
             offload.deepspeed_pcie_bytes(params, gpus, Stage.ZERO2),
         ),

@@ -47,8 +47,9 @@ ORDER = ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "
 DEEPSPEED_HOST = {
     Stage.ZERO2: "DeepSpeed's ZeRO-2 offload estimate grows with the cluster: max(4 × GPUs, 16) bytes per "
     "parameter on every node, times a margin of 1.5",
-    Stage.ZERO3: "DeepSpeed's estimator counts the gradients on the host in fp32 (4 bytes per parameter; the "
-    "package counts them in 16 bits, 2, and DeepSpeed's code keeps both) and multiplies by a margin of 1.5",
+    Stage.ZERO3: "DeepSpeed's estimator counts the gradients on the host in fp32 (4 bytes per parameter; "
+    "the package counts them in 16 bits, 2, and DeepSpeed's stage-3 code keeps both) and multiplies by a "
+    "margin of 1.5",
 }
 
 
