@@ -199,3 +199,16 @@ def test_visible_words_leave_out_folds_only():
 def test_each_lab_reads_in_about_1500_words(name):
     words = visible_words(ROOT / "notebooks" / name)
     assert words <= LAB_WORDS, f"{name}: {words:,} visible words, more than {LAB_WORDS:,}"
+
+
+def test_every_glossary_link_names_a_glossary_heading():
+    text = (ROOT / "docs" / "glossary.md").read_text()
+    anchors = {
+        re.sub(r"[^a-z0-9_\- ]", "", h.strip().lower()).replace(" ", "-")
+        for h in re.findall(r"^## (.+)$", text, re.M)
+    }
+    pages = [*NOTEBOOKS, ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    links = {(m, p.name) for p in pages for m in re.findall(r"glossary\.md#([\w\-]+)", p.read_text())}
+    links |= {(m, "glossary.md") for m in re.findall(r"\]\(#([\w\-]+)\)", text)}
+    assert len(links) > 100 and "all_gather_into_tensor" in anchors
+    assert sorted(link for link in links if link[0] not in anchors) == []
