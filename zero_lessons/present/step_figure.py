@@ -70,7 +70,7 @@ class Panel:
     timeline: Timeline  #: the planning model's phases and parts
     #: bytes measured at each phase, in the timeline's order (None: the model alone)
     measured: tuple[int | Fraction, ...] | None = None
-    #: a level to compare with, e.g. ("the article's 15 GB", 15 * 10**9), drawn as a dotted line
+    #: a level to compare with, e.g. ("the article: 15 GB", 15 * 10**9): a dotted line, named at the right
     reference: tuple[str, int | Fraction] | None = None
     #: per phase, how far above the model a measurement may be (buffers the model leaves out), drawn as a
     #: dashed box on top of each bar (None: not drawn)
@@ -198,8 +198,7 @@ def _draw_panel(ax, panel: Panel, unit: str) -> None:
     if panel.reference is not None:
         label, level = panel.reference[0], float(panel.reference[1] / size)
         ax.axhline(level, color="black", ls=":", lw=1.1, zorder=4, gid="reference")
-        box = {"facecolor": "white", "alpha": 0.85, "lw": 0, "pad": 1}
-        ax.text(0.012, level, label, transform=ax.get_yaxis_transform(), va="bottom", fontsize=7.5, bbox=box)
+        ax.text(1.005, level, label, transform=ax.get_yaxis_transform(), va="center", fontsize=7)
     marks = [*(panel.measured or ()), *([] if panel.loss is None else [panel.loss])]
     ax.set_ylim(0, max([peak, *tops, *(float(v / size) for v in marks)]) * 1.1)
     ax.set_ylabel(unit, fontsize=8)
