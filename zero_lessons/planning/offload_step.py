@@ -56,7 +56,8 @@ class Step:
         return sum((phase.adds for phase in self.phases), Fraction(0))
 
     def rows(self) -> list[list[str]]:
-        """The phases and the total as table rows; estimates rounded to 0.1 s, marked "about" and GUESS."""
+        """The phases and the total as table rows; estimates rounded to 0.1 s, marked "about" and GUESS; with
+        a guess in it, the total is what was counted plus "the CPU's step", the guessed sum beside it."""
         guess = any(phase.estimated for phase in self.phases)
 
         def shown(seconds: Fraction, estimated: bool) -> str:
@@ -69,7 +70,11 @@ class Step:
             pcie = "—" if p.pcie is None else str(p.pcie)
             name = f"{p.name} ({GUESS})" if p.estimated else p.name
             rows.append([name, pcie, shown(p.seconds, p.estimated), p.why, shown(p.adds, p.estimated)])
-        rows.append(["**the step**", "", "", "", f"**{shown(self.total, guess)}**"])
+        known = sum((p.adds for p in self.phases if not p.estimated), Fraction(0))
+        total = f"**{shown(self.total, False)}**"
+        if guess:  # the measured part in bold, the guess beside it
+            total = f"**{units.format_number(known)} + the CPU's step** (about {shown(self.total, True)[6:]})"
+        rows.append(["**the step**", "", "", "", total])
         return rows
 
     def table(self) -> str:
