@@ -68,3 +68,39 @@ def test_every_step_adds_up(sizes, bucket, live, reuse):
         )
         held = v.live - sum(e for _, e in v.released)
     assert held == 0  # every gathered tensor is released by the end of backward
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    modules=st.lists(st.lists(st.integers(1, 400), min_size=1, max_size=3), min_size=1, max_size=6),
+    bucket=st.integers(0, 800),
+    live=st.integers(1, 1500),
+    reuse=st.integers(0, 1500),
+)
+def test_the_step_models_coordinator_and_ds_traffics_walk_gather_the_same(modules, bucket, live, reuse):
+    """Two walks of ZeRO-3's coordinator: the step model's (`step_coordinator`, lesson 08's lab and 09)
+    and the traffic model's (`ds_traffic`, lesson 08's 7.5 B predictions). Given the same modules, with a
+    parameter-free module between two (ds_traffic's trace has one after every module but the last), every
+    all-gather brings the same tensors in the same order."""
+    from zero_lessons.planning import ds_traffic
+
+    layers = []
+    for i, sizes in enumerate(modules):
+        layers += [Layer(f"module {i}", tuple(sizes))] + (
+            [Layer(f"act {i}", ())] if i < len(modules) - 1 else []
+        )
+    fw = DeepSpeed(
+        stage=3,
+        prefetch_bucket_size=bucket,
+        max_live_parameters=live,
+        max_reuse_distance=reuse,
+        param_persistence_threshold=0,
+    )
+    coordinator = [
+        [n for _, n in g] for v in walk(Model("m", tuple(layers)), fw) for g in (v.fetched, v.prefetched) if g
+    ]
+    flat = [n for sizes in modules for n in sizes]
+    traffic = [[flat[i] for i in g] for g in ds_traffic.stage3_gathers(modules, bucket, live, reuse)]
+    assert coordinator == traffic and sum(map(len, traffic)) >= len(
+        flat
+    )  # every tensor gathered at least once
