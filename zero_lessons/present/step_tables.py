@@ -170,7 +170,7 @@ TRADES = {
         "the peak against the all-gathers' volume: weights kept, or gathered again",
     ),
     "bucket_cap_mb": "traffic only: DDP keeps a bucket for every gradient; a larger cap makes fewer",
-    "activation checkpointing": "the peak only, most of all; it costs compute, not traffic",
+    "activation checkpointing": "the peak, by more than any other knob; it costs recompute, not traffic",
 }
 
 
