@@ -599,21 +599,6 @@ def test_ctrl_c_stops_the_lab_and_leaves_no_process_behind(whole_group):
     assert [k for k in kids if _alive(k)] == []
 
 
-def _knobs(mode: str):
-    """A lab mode's DeepSpeed settings as `ds_scale.Knobs`; DeepSpeed's defaults where it says nothing."""
-    from zero_lessons.planning.ds_scale import Knobs
-
-    setting = modes.get(mode).zero
-    names = {
-        "reduce_bucket_size": "reduce_bucket_size",
-        "multi_rank_all_reduce": "use_multi_rank_bucket_allreduce",
-        "prefetch_bucket_size": "stage3_prefetch_bucket_size",
-        "max_live_parameters": "stage3_max_live_parameters",
-        "max_reuse_distance": "stage3_max_reuse_distance",
-    }
-    return Knobs(**{knob: setting[name] for knob, name in names.items() if name in setting})
-
-
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_the_real_size_prediction_follows_the_rules_the_lab_measured(rows, gpus):
     """`planning.ds_scale` predicts a 7.5 B model from the same rules; run at the lab's size with the lab's
@@ -628,7 +613,7 @@ def test_the_real_size_prediction_follows_the_rules_the_lab_measured(rows, gpus)
         *(m for m in lab.MODE_NAMES if m.startswith("ds_zero3") and m != "ds_zero3_persistent"),
     ):
         stage = modes.get(mode).stage
-        found = ds_scale.predict(MODEL.layers, gpus, _knobs(mode))[stage]
+        found = ds_scale.predict(MODEL.layers, gpus, modes.ds_knobs(mode))[stage]
         measured = rows.ranks(mode, gpus)
         bf16 = sorted(
             (m.op, m.elements) for m in measured[0].measured.traffic.messages if m.dtype == "bfloat16"

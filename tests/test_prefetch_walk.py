@@ -40,23 +40,30 @@ def test_the_walk_and_the_snapshots_count_the_same_gathered_elements():
     assert [s.own + s.prefetched + s.kept for s in steps] == [v.live for v in visits]
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    sizes=st.lists(st.lists(st.integers(1, 400), max_size=3), min_size=1, max_size=6),
-    bucket=st.integers(0, 800),
-    live=st.integers(1, 1500),
-    reuse=st.integers(0, 1500),
-)
-def test_every_step_adds_up(sizes, bucket, live, reuse):
-    layers = [(1,), *sizes]  # at least one parameter
-    model = Model("m", tuple(Layer(f"layer {i}", tuple(t)) for i, t in enumerate(layers)))
-    fw = DeepSpeed(
+#: Hypothesis strategies for stage 3's gather knobs, in elements.
+KNOBS = {"bucket": st.integers(0, 800), "live": st.integers(1, 1500), "reuse": st.integers(0, 1500)}
+
+
+def _sharded_stage3(bucket: int, live: int, reuse: int) -> DeepSpeed:
+    """DeepSpeed's stage 3 with these gather knobs and every parameter sharded (threshold 0)."""
+    return DeepSpeed(
         stage=3,
         prefetch_bucket_size=bucket,
         max_live_parameters=live,
         max_reuse_distance=reuse,
         param_persistence_threshold=0,
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.lists(st.integers(1, 400), max_size=3), min_size=1, max_size=6),
+    **KNOBS,
+)
+def test_every_step_adds_up(sizes, bucket, live, reuse):
+    layers = [(1,), *sizes]  # at least one parameter
+    model = Model("m", tuple(Layer(f"layer {i}", tuple(t)) for i, t in enumerate(layers)))
+    fw = _sharded_stage3(bucket, live, reuse)
     visits = walk(model, fw)
     assert [v.step for v in visits] == list(range(len(trace_order(model))))
     held = 0
@@ -73,9 +80,7 @@ def test_every_step_adds_up(sizes, bucket, live, reuse):
 @settings(max_examples=150, deadline=None)
 @given(
     modules=st.lists(st.lists(st.integers(1, 400), min_size=1, max_size=3), min_size=1, max_size=6),
-    bucket=st.integers(0, 800),
-    live=st.integers(1, 1500),
-    reuse=st.integers(0, 1500),
+    **KNOBS,
 )
 def test_the_step_models_coordinator_and_ds_traffics_walk_gather_the_same(modules, bucket, live, reuse):
     """Two walks of ZeRO-3's coordinator: the step model's (`step_coordinator`, lesson 08's lab and 09)
@@ -89,13 +94,7 @@ def test_the_step_models_coordinator_and_ds_traffics_walk_gather_the_same(module
         layers += [Layer(f"module {i}", tuple(sizes))] + (
             [Layer(f"act {i}", ())] if i < len(modules) - 1 else []
         )
-    fw = DeepSpeed(
-        stage=3,
-        prefetch_bucket_size=bucket,
-        max_live_parameters=live,
-        max_reuse_distance=reuse,
-        param_persistence_threshold=0,
-    )
+    fw = _sharded_stage3(bucket, live, reuse)
     coordinator = [
         [n for _, n in g] for v in walk(Model("m", tuple(layers)), fw) for g in (v.fetched, v.prefetched) if g
     ]

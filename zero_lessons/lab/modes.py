@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import checks
+from ..planning import ds_scale
 from ..recipes import FP32_ADAM, MIXED_ADAM, Recipe
 from ..stages import Stage
 from .model import MODEL
@@ -154,6 +155,22 @@ def get(key: str) -> Mode:
     if not isinstance(key, str) or key not in BY_KEY:
         raise ValueError(f"mode must be one of {', '.join(BY_KEY)}, got {checks.shown(key)}")
     return BY_KEY[key]
+
+
+#: `ds_scale.Knobs` field -> the "zero_optimization" key a lab mode sets it with.
+KNOB_KEYS = {
+    "reduce_bucket_size": "reduce_bucket_size",
+    "multi_rank_all_reduce": "use_multi_rank_bucket_allreduce",
+    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
+    "max_live_parameters": "stage3_max_live_parameters",
+    "max_reuse_distance": "stage3_max_reuse_distance",
+}
+
+
+def ds_knobs(mode: str) -> ds_scale.Knobs:
+    """A lab mode's DeepSpeed settings as `ds_scale.Knobs`; DeepSpeed's defaults where it says nothing."""
+    setting = get(mode).zero
+    return ds_scale.Knobs(**{knob: setting[key] for knob, key in KNOB_KEYS.items() if key in setting})
 
 
 def deepspeed_config(mode: Mode) -> dict:

@@ -201,14 +201,15 @@ class Brief:
 
 
 def scale_check(results: Results, gpus: tuple[int, ...] = (2, 4)) -> dict[str, str]:
-    """Per stage and N, `ds_scale.predict` on the lab's model and knobs beside the bf16 messages (gradients,
-    weights; not the one-element norm and flag) the lab's ranks sent: "k messages, same" if they agree."""
-    prefetch, live = (modes.PREFETCH[f"stage3_{k}"] for k in ("prefetch_bucket_size", "max_live_parameters"))
-    knobs = ds_scale.Knobs(modes.BUCKETS["reduce_bucket_size"], True, prefetch, live)
+    """Per stage and N, `ds_scale.predict` on the lab's model with its mode's settings (`modes.ds_knobs`)
+    beside the bf16 messages (gradients, weights; not the one-element norm and flag) the lab's ranks sent:
+    "k messages, same" if they agree."""
     out = {}
     for n in gpus:
-        for stage, predicted in enumerate(ds_scale.predict(MODEL.layers, n, knobs)):
-            found = results.get(f"ds_zero{stage}", n).measured.traffic.messages
+        for stage in range(4):
+            mode = f"ds_zero{stage}"
+            predicted = ds_scale.predict(MODEL.layers, n, modes.ds_knobs(mode))[stage]
+            found = results.get(mode, n).measured.traffic.messages
             measured = sorted((m.op, m.elements) for m in found if m.dtype == "bfloat16")
             same = "same" if sorted(predicted.messages) == measured else "DIFFERENT"
             plural = "" if len(measured) == 1 else "s"

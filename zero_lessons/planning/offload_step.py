@@ -70,10 +70,10 @@ class Step:
             pcie = "—" if p.pcie is None else str(p.pcie)
             name = f"{p.name} ({GUESS})" if p.estimated else p.name
             rows.append([name, pcie, shown(p.seconds, p.estimated), p.why, shown(p.adds, p.estimated)])
-        known = sum((p.adds for p in self.phases if not p.estimated), Fraction(0))
         total = f"**{shown(self.total, False)}**"
-        if guess:  # the measured part in bold, the guess beside it
-            total = f"**{units.format_number(known)} + the CPU's step** (about {shown(self.total, True)[6:]})"
+        if guess:  # what is counted in bold, the guessed sum beside it
+            known = sum((p.adds for p in self.phases if not p.estimated), Fraction(0))
+            total = f"**{shown(known, False)} + the CPU's step** ({shown(self.total, True)})"
         rows.append(["**the step**", "", "", "", total])
         return rows
 

@@ -20,7 +20,7 @@ from .step_model import transformer_model
 from .step_parts import Phase, Timeline
 
 #: The framework that runs each stage in the step model: DDP stands in for stage 0.
-FRAMEWORKS: dict[Stage, Framework] = {
+STAGE_FRAMEWORKS: dict[Stage, Framework] = {
     Stage.DP: DDP(),
     **{s: DeepSpeed(stage=int(s)) for s in (Stage.ZERO1, Stage.ZERO2, Stage.ZERO3)},
 }
@@ -60,7 +60,7 @@ def pick(shape: Transformer, gpus: int, card: str, headroom: int | str) -> Pick:
     advice = advise_model(shape, gpus, card, recompute="full", headroom=headroom)
     if advice.stage is None:
         raise ValueError(f"no stage fits the GPT on {gpus} × {card} with headroom {headroom}: no step to run")
-    step = timeline(transformer_model(shape), FRAMEWORKS[advice.stage], gpus, checkpointing=True)
+    step = timeline(transformer_model(shape), STAGE_FRAMEWORKS[advice.stage], gpus, checkpointing=True)
     return Pick(card, headroom, advice, step)
 
 
