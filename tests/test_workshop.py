@@ -562,7 +562,7 @@ def test_the_trace_working_says_why_the_traffic_differs_from_the_papers_stage():
 
 
 def test_show_working_gives_the_worked_solution_even_before_any_answer():
-    """Lesson 12 tells attendees to see their own seed's working this way."""
+    """Lesson 13 tells attendees to see their own seed's working this way."""
     for qid in QUESTIONS:
         blank = sheet(17).check(qid, {}, show_working=True)
         assert blank.state == "unanswered" and blank.working == question(qid, 17).working
@@ -570,7 +570,7 @@ def test_show_working_gives_the_worked_solution_even_before_any_answer():
 
 
 def test_the_trace_question_leaves_out_reuse_distance_zero_because_its_trace_can_be_another_settings():
-    """Lesson 12 says why question 5's list lacks ds_zero3_reuse0, which question 14 asks about."""
+    """Lesson 13 says why question 5's list lacks ds_zero3_reuse0, which question 14 asks about."""
     assert "ds_zero3_reuse0" in FAMILIES["measure-deepspeed-3"][1] and "ds_zero3_reuse0" not in OPTIONS
     found = set()
     for seed in range(60):
@@ -581,7 +581,7 @@ def test_the_trace_question_leaves_out_reuse_distance_zero_because_its_trace_can
         assert set(twins("ds_zero3_reuse0", gpus, widths)) == same
         found |= same
     assert found == {"ds_zero3", "ds_zero3_no_reuse"}  # on some MLPs it gathers once, on others twice
-    assert twins("ds_zero3_reuse0", 2, (10, 13, 5, 9)) == ("ds_zero3",)  # the two MLPs lesson 12 shows
+    assert twins("ds_zero3_reuse0", 2, (10, 13, 5, 9)) == ("ds_zero3",)  # the two MLPs lesson 13 shows
     assert twins("ds_zero3_reuse0", 2, (7, 47, 45, 28)) == ("ds_zero3_no_reuse",)
 
 
@@ -616,7 +616,7 @@ def test_the_formula_working_derives_the_whole_bytes_from_the_figure_at_n():
 
 
 def test_three_significant_figures_always_pass_and_whole_counts_must_be_exact():
-    """Lesson 12 says what check accepts: numbers within 0.5%, so three significant figures; exact counts."""
+    """Lesson 13 says what check accepts: numbers within 0.5%, so three significant figures; exact counts."""
     assert f"{float(TOLERANCE):.1%}" == "0.5%"
     for qid in QUESTIONS:
         for seed in range(10):
@@ -630,17 +630,17 @@ def test_three_significant_figures_always_pass_and_whole_counts_must_be_exact():
 
 
 def test_the_worked_tables_name_the_lab_models_tensors_as_lesson_08_does():
-    """Lesson 08 calls layer k's weight Wk and its bias bk, from W0; the worked tables use the same names."""
-    lesson = json.loads((Path(__file__).parents[1] / "notebooks" / "08_lab_deepspeed.ipynb").read_text())
+    """Lesson 09 calls layer k's weight Wk and its bias bk, from W0; the worked tables use the same names."""
+    lesson = json.loads((Path(__file__).parents[1] / "notebooks" / "09_lab_deepspeed.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in lesson["cells"] if c["cell_type"] == "code")
     names = ast.literal_eval(re.search(r"^names = (\[.*\])$", code, re.M).group(1))
     assert [name for name, _ in tensors()] == names == ["W0", "b0", "W1", "b1", "W2", "b2"]
     assert [math.prod(shape) for _, shape in tensors()] == list(MODEL.sizes)
-    assert by_hand("ds_zero3", 2, 0).rows[0][0] == "W0"  # W0 is 30 × 13: 390 elements, as in lesson 08
+    assert by_hand("ds_zero3", 2, 0).rows[0][0] == "W0"  # W0 is 30 × 13: 390 elements, as in lesson 09
 
 
 def test_the_host_working_says_what_to_plan_when_deepspeeds_count_does_not_fit():
-    """Question 2 plans host memory by DeepSpeed's estimator, as lesson 06 advises: the fewest nodes it names
+    """Question 2 plans host memory by DeepSpeed's estimator, as lesson 07 advises: the fewest nodes it names
     fit DeepSpeed's ZeRO-3 count per node, and one node fewer does not."""
     short = 0
     for seed in range(60):
@@ -674,7 +674,7 @@ def test_zero1_and_zero2_hold_and_send_the_same_after_backward_on_any_mlp():
 
 
 def test_the_two_counts_of_traffic_are_named_the_same_way_everywhere():
-    """The lab's message trace counts an all-reduce once; the paper's count (lesson 08's "sent") twice."""
+    """The lab's message trace counts an all-reduce once; the paper's count (lesson 09's "sent") twice."""
     for seed in range(5):
         for qid in ("traffic-detective", *FAMILIES):
             prompt = question(qid, seed).prompt
@@ -786,7 +786,7 @@ def test_the_host_question_names_deepspeeds_estimator_and_the_host_formula_it_gr
             assert said + formula in q.prompt, seed
         for name in ("estimate_zero2_model_states_mem_needs", "estimate_zero3_model_states_mem_needs"):
             assert name in q.prompt, seed
-        assert "lesson 06 (DeepSpeed in practice)" in q.prompt and "zero_init on" in q.prompt, seed
+        assert "lesson 06 (DeepSpeed's memory estimator)" in q.prompt and "zero_init on" in q.prompt, seed
         per_param = formulas[(q.part("stage").value, q.part("offload").value)][1]
         expected = Fraction(math.floor(Fraction(3 * per_param * psi, 2)), GiB)
         assert q.part("deepspeed_host_gib").value == expected, seed
@@ -820,7 +820,7 @@ def test_the_fsdp2_prediction_says_padding_counts_for_weights_not_for_adam():
             assert "padding included" not in q.prompt, seed
             continue
         assert "padding included" in q.prompt and "padding left out" in q.prompt, seed
-        assert "lesson 07, the PyTorch lab, section 5" in q.prompt, seed
+        assert "lesson 08, the PyTorch lab, section 5" in q.prompt, seed
         padded = own = 0
         for fan_in, rows in pairwise(MODEL.widths):
             chunk = -(-rows // gpus)

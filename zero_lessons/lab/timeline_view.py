@@ -1,4 +1,4 @@
-"""Step timelines as lesson 09 shows them: one run, the figure's panels, the peaks with their gaps, and the
+"""Step timelines as lesson 10 shows them: one run, the figure's panels, the peaks with their gaps, and the
 loss the step model leaves out, counted in the lab and sized for a GPT. No torch.
 
 `measure` reuses the test session's lab run when one is kept (`reuse`), and otherwise runs the

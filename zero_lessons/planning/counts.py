@@ -1,4 +1,4 @@
-"""The four counts of training-state bytes that lesson 06 sets side by side, in one table (`table`): what each
+"""The four counts of training-state bytes that lesson 07 sets side by side, in one table (`table`): what each
 includes, and its figures for one worked example (`four`): ZeRO-2 on one node, without offload and with the
 optimizer offloaded to host memory.
 
@@ -23,7 +23,7 @@ from . import ds_estimator, offload
 #: What each count includes, in the order the lesson meets them: contents only, no figures.
 INCLUDES = {
     "the ZeRO paper": "the model state (16-bit weights and gradients, the optimizer state), all on the GPUs",
-    "DeepSpeed's estimator": "what DeepSpeed's estimate functions print (section 2), converted to decimal "
+    "DeepSpeed's estimator": "what DeepSpeed's estimate functions print (lesson 06), converted to decimal "
     "GB; CPU offload only, no traffic",
     "the package's count": "the paper's bytes, placed under offload as the ZeRO-Offload paper places them, "
     "and that design's PCIe traffic",
@@ -109,7 +109,7 @@ def table(params: int, gpus: int = 8) -> str:
 
 #: The kinds of bytes per parameter that the counts place, in `bytes_table`'s column order.
 KINDS = ("16-bit weights", "16-bit gradients", "fp32 gradients", "fp32 master weights", "Adam moments")
-#: Where each count puts each kind, for ZeRO-2 (and ZeRO-3 last): (bytes per parameter, where, our reading?).
+#: Where each count puts each kind, for ZeRO-2 (and ZeRO-3 last): (bytes per parameter, where, also).
 #: Where: "GPU" whole on every GPU, "÷ N" split across the N GPUs, "host" in host memory.
 PLACES = (
     ("the ZeRO paper", {0: (2, "GPU"), 1: (2, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")}, ""),
@@ -126,7 +126,7 @@ PLACES = (
     (
         "DeepSpeed's estimator, optimizer offloaded",
         {0: (2, "GPU"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
-        "host × 1.5, and at least an fp32 model* (4) per process",
+        "host: max(16, 4 × GPUs) × Ψ × 1.5",
     ),
     (
         "DeepSpeed's code, optimizer offloaded",
@@ -134,9 +134,9 @@ PLACES = (
         "once the model is partitioned",
     ),
     (
-        "DeepSpeed's estimator, ZeRO-3",
-        {0: (2, "÷ N*"), 2: (4, "÷ N*"), 3: (4, "÷ N*"), 4: (8, "÷ N*")},
-        "4 per parameter of the largest layer",
+        "DeepSpeed's estimator, ZeRO-3, optimizer offloaded",
+        {0: (2, "÷ N*"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
+        "GPU: 4 per parameter of the largest layer; host × 1.5 (with zero.Init)",
     ),
 )
 

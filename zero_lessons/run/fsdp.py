@@ -1,6 +1,6 @@
 """ZeRO's stages set against their PyTorch equivalents (FSDP2 and kin), with the bytes of the paper's three
 model states (weights, gradients, optimizer state) that rank 0 holds in the lab's runs: the lab's predictions,
-which lessons 07 and 08 measure equal on real ranks and print. Adam's step counters and the framework's other
+which lessons 08 and 09 measure equal on real ranks and print. Adam's step counters and the framework's other
 scalars (a gradient norm, a flag) are left out here, as in those lessons' summaries. No torch."""
 
 from __future__ import annotations

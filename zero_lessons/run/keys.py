@@ -113,13 +113,13 @@ def _gb(value) -> str:
 
 
 #: The two ways to count traffic: the ZeRO paper's collectives, and what DeepSpeed 0.19.8 runs by default
-#: (lesson 08 measures it: stages 1 and 2 all-reduce every gradient bucket, so 3Ψ where the paper has 2Ψ).
+#: (lesson 09 measures it: stages 1 and 2 all-reduce every gradient bucket, so 3Ψ where the paper has 2Ψ).
 ACCOUNTS = {"ZeRO paper": communication.collectives, "DeepSpeed default": communication.deepspeed_collectives}
 
 
 def sent(stage: int, micro_batches: int, account: str) -> Fraction:
     """Elements one GPU sends per optimizer step of `micro_batches`, in units of Ψ, counted by `account`:
-    per-micro-batch collectives repeat. No stage 3: its traffic depends on the model's size (lesson 08)."""
+    per-micro-batch collectives repeat. No stage 3: its traffic depends on the model's size (lesson 09)."""
     checks.choice("account", account, ACCOUNTS)
     if type(stage) is not int or not 0 <= stage <= 2:
         raise ValueError(f"stage must be 0, 1 or 2, got {checks.shown(stage)}")

@@ -21,7 +21,7 @@ PROMPT = (
     "zero_lessons.planning.offload), in bytes per GPU for Ψ parameters on N GPUs: {split}. The node's host "
     "memory holds the host parts of its {gpus} GPUs. Rule: take the first whose GPU part plus activations "
     "fits the card and whose host part fits by the package's count, then check the host with DeepSpeed's "
-    "own estimator, as lesson 06 (DeepSpeed in practice) re-derives it: "
+    "own estimator, as lesson 06 (DeepSpeed's memory estimator) re-derives it: "
     "estimate_zero2_model_states_mem_needs for ZeRO-2, estimate_zero3_model_states_mem_needs for ZeRO-3, "
     "with the model built under zero.Init (zero_init on) and additional_buffer_factor 1.5. On this one "
     'node its host bytes are: {ds_split}. It divides bytes by 2³⁰ and prints "GB".'
@@ -36,10 +36,10 @@ WORKING = (
     "DeepSpeed's estimator prints "
     '{ds_gib} (as "GB"), which is {ds_gb}: {verdict} the node\'s {host}.{next}'
 )
-#: What to plan when both counts fit, and when DeepSpeed's does not (lesson 06: plan host memory by it).
+#: What to plan when both counts fit, and when DeepSpeed's does not (lesson 07: plan host memory by it).
 FITS = " Both counts fit, so the plan stands; DeepSpeed's is the one to plan host memory by."
 SPREAD = (
-    " Plan host memory by DeepSpeed's count, as lesson 06 advises. With zero.Init (assumed here) its ZeRO-3 "
+    " Plan host memory by DeepSpeed's count, as lesson 07 advises. With zero.Init (assumed here) its ZeRO-3 "
     "host figure is shared among the nodes: under ZeRO-3 with {what} offloaded it is {per_node} per node "
     "on {where}, within {host}{why}. The other ways: a node with at least {one_node} of host memory, or "
     "offload to NVMe (ZeRO-Infinity), which this estimator does not count."

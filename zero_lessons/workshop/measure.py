@@ -53,7 +53,7 @@ PROMPT = (
     "rank {rank}.{note} It uses {recipe}. Predict the bytes your rank holds {when}, by kind of state, and "
     "the elements each collective moves in one steady-state step, training tensors only{messages}. Count "
     "them as the lab's message trace does: each collective's full tensor once, so an all-gather counts its "
-    "output, a reduce-scatter its input and an all-reduce its tensor. The paper's count, which lesson 08's "
+    "output, a reduce-scatter its input and an all-reduce its tensor. The paper's count, which lesson 09's "
     '"sent" columns use, differs: it weighs an all-reduce twice (a reduce-scatter plus an all-gather). '
     "Then run the lab for this case."
 )
@@ -63,11 +63,11 @@ NOTES = {
     "where DeepSpeed's default, {threshold:,} elements, would keep every tensor of this MLP whole on every "
     "rank.",
 }
-#: What the question says of FSDP2's uneven row chunks (lesson 07, section 5), as `by_hand` counts them.
+#: What the question says of FSDP2's uneven row chunks (lesson 08, section 5), as `by_hand` counts them.
 FSDP_NOTE = (
     " FSDP2 cuts each tensor along its rows into N chunks of ⌈rows/N⌉ rows, so a rank may get fewer rows "
     "than the others. Count your weights and gradients as the full padded chunk, padding included, and your "
-    "Adam state by your own rows only, padding left out (lesson 07, the PyTorch lab, section 5)."
+    "Adam state by your own rows only, padding left out (lesson 08, the PyTorch lab, section 5)."
 )
 #: Notes for single settings, added after the family's note.
 MODE_NOTES = {"fsdp_reshard": FSDP_NOTE, "fsdp_no_reshard": FSDP_NOTE}
