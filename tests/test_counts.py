@@ -117,9 +117,39 @@ def test_the_bytes_table_places_what_each_counts_own_function_counts():
     single = ds_estimator.zero2(PSI, 1).cpu_bytes  # one GPU: max(4 × 1, 16) = 16, the offloaded state × 1.5
     assert host["DeepSpeed's estimator, optimizer offloaded"] * 3 // 2 == single
     assert host["DeepSpeed's code, optimizer offloaded"] == n * offload.deepspeed_zero2_host(PSI, n)
+    assert gpu["the ZeRO paper, ZeRO-3"] == memory.per_gpu(PSI, n, 3).total
+    plain = ds_estimator.zero3(PSI, 0, n, cpu_offload=False, cpu_offload_params=False)  # no layer
+    assert gpu["DeepSpeed's estimator, ZeRO-3"] == plain.gpu_bytes
     # no layer; zero.Init and the optimizer offloaded, the defaults
     three = ds_estimator.zero3(PSI, 0, n, cpu_offload_params=False)
     assert gpu["DeepSpeed's estimator, ZeRO-3, optimizer offloaded"] == three.gpu_bytes
     assert host["DeepSpeed's estimator, ZeRO-3, optimizer offloaded"] * 3 // 2 == three.cpu_bytes
+    both = ds_estimator.zero3(PSI, 0, n)  # the parameters offloaded too
+    name = "DeepSpeed's estimator, ZeRO-3, optimizer and parameters offloaded"
+    assert gpu[name] == both.gpu_bytes == 0 and host[name] * 3 // 2 == both.cpu_bytes
     assert max(16, 4 * n) * PSI * 3 // 2 == ds_estimator.zero2(PSI, n).cpu_bytes  # the also column's formula
     assert counts.bytes_table().count("\n") == len(counts.PLACES) + 1
+
+
+def test_the_bytes_table_shows_the_rows_named_in_their_order():
+    shown = counts.bytes_table(counts.NO_OFFLOAD)
+    assert shown.count("\n") == len(counts.NO_OFFLOAD) + 1 and "offloaded" not in shown
+    assert counts.bytes_table(("DeepSpeed's estimator", "the ZeRO paper")) == counts.bytes_table(
+        ("the ZeRO paper", "DeepSpeed's estimator")
+    )  # always in PLACES' order
+    offloaded = counts.bytes_table(counts.OFFLOADED)
+    assert offloaded.count("\n") == len(counts.OFFLOADED) + 1 == 6 and "**the ZeRO paper**" not in offloaded
+
+
+@pytest.mark.parametrize(
+    "names, error, words",
+    [
+        ("the ZeRO paper", TypeError, "names must be a tuple of row names"),
+        (3, TypeError, "names must be a tuple of row names"),
+        (("my count",), ValueError, "names must be one of the ZeRO paper, DeepSpeed's estimator"),
+        ((None,), TypeError, "names must be one of"),
+    ],
+)
+def test_the_bytes_table_refuses_unknown_rows(names, error, words):
+    with pytest.raises(error, match=words):
+        counts.bytes_table(names)

@@ -133,18 +133,43 @@ PLACES = (
         {0: (2, "GPU, 2 host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
         "once the model is partitioned",
     ),
+    ("the ZeRO paper, ZeRO-3", {0: (2, "÷ N"), 1: (2, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")}, ""),
+    (
+        "DeepSpeed's estimator, ZeRO-3",
+        {0: (2, "÷ N*"), 2: (4, "÷ N*"), 3: (4, "÷ N*"), 4: (8, "÷ N*")},
+        "4 per parameter of the largest layer",
+    ),
     (
         "DeepSpeed's estimator, ZeRO-3, optimizer offloaded",
         {0: (2, "÷ N*"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
         "GPU: 4 per parameter of the largest layer; host × 1.5 (with zero.Init)",
     ),
+    (
+        "DeepSpeed's estimator, ZeRO-3, optimizer and parameters offloaded",
+        {0: (2, "host*"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
+        "GPU: 4 per parameter of the largest layer; host × 1.5 (with zero.Init)",
+    ),
 )
+#: The rows lesson 06 shows: the paper against DeepSpeed's estimator, without offload, at stages 2 and 3.
+NO_OFFLOAD = (
+    "the ZeRO paper",
+    "DeepSpeed's estimator",
+    "the ZeRO paper, ZeRO-3",
+    "DeepSpeed's estimator, ZeRO-3",
+)
+#: The rows lesson 07 shows: every offload.
+OFFLOADED = tuple(name for name, _, _ in PLACES if "offloaded" in name)
 
 
-def bytes_table() -> str:
-    """Bytes per parameter by kind and place, one row per count (ZeRO-2 unless named; * our reading)."""
+def bytes_table(names: tuple[str, ...] | None = None) -> str:
+    """Bytes per parameter by kind and place, one row per count named in `names` (every row of `PLACES` when
+    None), in `PLACES`' order (ZeRO-2 unless named; * our reading)."""
+    known = tuple(name for name, _, _ in PLACES)
+    if names is not None and not isinstance(names, (tuple, list)):
+        raise TypeError(f"names must be a tuple of row names ({', '.join(known)}), got {checks.kind(names)}")
+    wanted = known if names is None else tuple(checks.choice("names", name, known) for name in names)
     rows = [["ZeRO-2 unless named", *KINDS, "also"]]
-    for name, cells, also in PLACES:
+    for name, cells, also in (place for place in PLACES if place[0] in wanted):
         shown = [f"{cells[k][0]} {cells[k][1]}" if k in cells else "—" for k in range(len(KINDS))]
         rows.append([f"**{name}**", *shown, also])
     return tables.markdown(rows, ["---", *["--:"] * len(KINDS), "---"])
