@@ -117,6 +117,10 @@ def test_the_bytes_table_places_what_each_counts_own_function_counts():
     single = ds_estimator.zero2(PSI, 1).cpu_bytes  # one GPU: max(4 × 1, 16) = 16, the offloaded state × 1.5
     assert host["DeepSpeed's estimator, optimizer offloaded"] * 3 // 2 == single
     assert host["DeepSpeed's code, optimizer offloaded"] == n * offload.deepspeed_zero2_host(PSI, n)
+    for params in (False, True):
+        name = f"DeepSpeed's code, ZeRO-3, optimizer{' and parameters' * params} offloaded"
+        assert host[name] == n * offload.deepspeed_zero3_host(PSI, n, parameters=params)
+        assert gpu[name] == (0 if params else offload.offloaded(PSI, n, 3)[0].total)  # the weight shard
     assert gpu["the ZeRO paper, ZeRO-3"] == memory.per_gpu(PSI, n, 3).total
     plain = ds_estimator.zero3(PSI, 0, n, cpu_offload=False, cpu_offload_params=False)  # no layer
     assert gpu["DeepSpeed's estimator, ZeRO-3"] == plain.gpu_bytes
@@ -138,7 +142,7 @@ def test_the_bytes_table_shows_the_rows_named_in_their_order():
         ("the ZeRO paper", "DeepSpeed's estimator")
     )  # always in PLACES' order
     offloaded = counts.bytes_table(counts.OFFLOADED)
-    assert offloaded.count("\n") == len(counts.OFFLOADED) + 1 == 6 and "**the ZeRO paper**" not in offloaded
+    assert offloaded.count("\n") == len(counts.OFFLOADED) + 1 == 8 and "**the ZeRO paper**" not in offloaded
 
 
 @pytest.mark.parametrize(
@@ -153,3 +157,16 @@ def test_the_bytes_table_shows_the_rows_named_in_their_order():
 def test_the_bytes_table_refuses_unknown_rows(names, error, words):
     with pytest.raises(error, match=words):
         counts.bytes_table(names)
+
+
+def test_deepspeed_s_stage_3_host_code_count_names_buffers_its_code_has():
+    """By our reading of stage3.py: 18 B per shard element, optimizer offloaded; 20 with the parameters."""
+    assert offload.deepspeed_zero3_host(PSI, 8) == 18 * PSI / 8 == Fraction("16.875") * GB
+    assert offload.deepspeed_zero3_host(PSI, 8, parameters=True) == 20 * PSI / 8
+    assert offload.deepspeed_zero3_host(PSI, 8) > offload.offloaded(PSI, 8, 3)[1].total  # the package's 14
+    stage3 = need_module("deepspeed.runtime.zero.stage3")
+    source = pathlib.Path(stage3.__file__).read_text()
+    for name in ("grad_partitions_flat_buffer", "fp32_partitioned_groups_flat"):
+        assert f"self.{name}" in source  # the buffers the reading names, in this DeepSpeed's code
+    with pytest.raises(TypeError, match="parameters must be"):
+        offload.deepspeed_zero3_host(PSI, 8, parameters="yes")

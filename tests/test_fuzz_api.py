@@ -577,6 +577,10 @@ SPECS = {
         offload.deepspeed_zero2_host,
         {"params": arg(PARAMS), "gpus": arg(GPUS)},
     ),
+    "offload.deepspeed_zero3_host": (
+        offload.deepspeed_zero3_host,
+        {"params": arg(PARAMS), "gpus": arg(GPUS), "parameters": arg(st.booleans())},
+    ),
     "offload_step.cpu_adam_seconds": (
         offload_step.cpu_adam_seconds,
         {"params_per_node": arg(PARAMS)},

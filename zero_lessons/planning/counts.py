@@ -133,6 +133,16 @@ PLACES = (
         {0: (2, "GPU, 2 host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
         "once the model is partitioned",
     ),
+    (
+        "DeepSpeed's code, ZeRO-3, optimizer offloaded",
+        {0: (2, "÷ N"), 1: (2, "host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
+        "once the model is partitioned",
+    ),
+    (
+        "DeepSpeed's code, ZeRO-3, optimizer and parameters offloaded",
+        {0: (2, "host"), 1: (2, "host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
+        "once the model is partitioned",
+    ),
     ("the ZeRO paper, ZeRO-3", {0: (2, "÷ N"), 1: (2, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")}, ""),
     (
         "DeepSpeed's estimator, ZeRO-3",

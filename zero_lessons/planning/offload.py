@@ -147,6 +147,17 @@ def deepspeed_zero2_host(params: int, gpus: int) -> Fraction:
     return sum(DEEPSPEED_ZERO2_HOST.values()) * memory.shard_elements(params, gpus)
 
 
+#: Host bytes per shard element at stage 3, optimizer offloaded (our reading of stage3.py: the 16-bit gradient
+#: buffer `grad_partitions_flat_buffer`; fp32 master and gradient, `fp32_partitioned_groups_flat`; moments).
+DEEPSPEED_ZERO3_HOST = {"16-bit gradients": 2, "fp32 gradients": 4, "fp32 master weights": 4, "moments": 8}
+
+
+def deepspeed_zero3_host(params: int, gpus: int, parameters: bool = False) -> Fraction:
+    """Host bytes one GPU's share keeps at ZeRO-3, optimizer (and with `parameters`, parameters) offloaded."""
+    weights = 2 if checks.flag("parameters", parameters) else 0  # the 16-bit weight shard
+    return (sum(DEEPSPEED_ZERO3_HOST.values()) + weights) * memory.shard_elements(params, gpus)
+
+
 def _nvme_needs_stage_3(field: str, stage: Stage) -> None:
     """Refuse NVMe below stage 3: DeepSpeed offers NVMe offload only with ZeRO-3."""
     if stage is not Stage.ZERO3:
