@@ -170,3 +170,13 @@ def test_deepspeed_s_stage_3_host_code_count_names_buffers_its_code_has():
         assert f"self.{name}" in source  # the buffers the reading names, in this DeepSpeed's code
     with pytest.raises(TypeError, match="parameters must be"):
         offload.deepspeed_zero3_host(PSI, 8, parameters="yes")
+
+
+def test_the_bytes_table_sums_each_row_s_host_bytes_when_any_row_has_some():
+    zero2 = counts.bytes_table(counts.OFFLOADED_ZERO2).splitlines()
+    assert zero2[0].split(" | ")[-2] == "on the host"
+    assert [line.split(" | ")[-2] for line in zero2[2:]] == ["14", "16*", "18"]  # package, estimator, code
+    zero3 = counts.bytes_table(counts.OFFLOADED_ZERO3).splitlines()
+    assert [line.split(" | ")[-2] for line in zero3[2:]] == ["18", "20", "16*", "18*"]
+    assert "on the host" not in counts.bytes_table(counts.NO_OFFLOAD)  # nothing there: no column
+    assert counts.OFFLOADED == counts.OFFLOADED_ZERO2 + counts.OFFLOADED_ZERO3

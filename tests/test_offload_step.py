@@ -22,10 +22,11 @@ def test_the_articles_model_worked_by_hand():
     assert down.adds == 0 and adam.seconds == Fraction(25, 6) and adam.estimated
     assert step.total == Fraction("1.2288") + Fraction(25, 6) + Fraction(3, 40)
     assert (
-        step.rows()[-1][-1] == "**1.304 + the CPU's step** (about 5.5)" and step.rows()[3][2] == "about 4.2"
+        step.rows()[-1][-1] == "**1.304 + the CPU's step** (guess: about 5.5)"
+        and step.rows()[3][2] == "guess: about 4.2"
     )
     # the table itself says where the CPU's step comes from; a measured one is not labelled
-    assert step.rows()[3][0] == "the CPU's Adam step (a rough guess from one slow report)"
+    assert step.rows()[3][0] == "the CPU's Adam step (measure it; guessed here from one slow report)"
 
 
 def test_a_small_batch_lets_the_gradients_outlast_the_backward_pass():

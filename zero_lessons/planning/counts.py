@@ -167,8 +167,10 @@ NO_OFFLOAD = (
     "the ZeRO paper, ZeRO-3",
     "DeepSpeed's estimator, ZeRO-3",
 )
-#: The rows lesson 07 shows: every offload.
+#: The rows lesson 07 shows: every offload, at ZeRO-2 and at ZeRO-3.
 OFFLOADED = tuple(name for name, _, _ in PLACES if "offloaded" in name)
+OFFLOADED_ZERO2 = tuple(name for name in OFFLOADED if "ZeRO-3" not in name)
+OFFLOADED_ZERO3 = tuple(name for name in OFFLOADED if "ZeRO-3" in name)
 
 
 def bytes_table(names: tuple[str, ...] | None = None) -> str:
@@ -178,8 +180,26 @@ def bytes_table(names: tuple[str, ...] | None = None) -> str:
     if names is not None and not isinstance(names, (tuple, list)):
         raise TypeError(f"names must be a tuple of row names ({', '.join(known)}), got {checks.kind(names)}")
     wanted = known if names is None else tuple(checks.choice("names", name, known) for name in names)
-    rows = [["ZeRO-2 unless named", *KINDS, "also"]]
-    for name, cells, also in (place for place in PLACES if place[0] in wanted):
+    chosen = [place for place in PLACES if place[0] in wanted]
+    hosted = any(
+        _host(cells) != "—" for _, cells, _ in chosen
+    )  # a column for host bytes, when any row has some
+    rows = [["count (ZeRO-2 unless named)", *KINDS, *["on the host"] * hosted, "also"]]
+    for name, cells, also in chosen:
         shown = [f"{cells[k][0]} {cells[k][1]}" if k in cells else "—" for k in range(len(KINDS))]
-        rows.append([f"**{name}**", *shown, also])
-    return tables.markdown(rows, ["---", *["--:"] * len(KINDS), "---"])
+        rows.append([f"**{name}**", *shown, *[_host(cells)] * hosted, also])
+    return tables.markdown(rows, ["---", *["--:"] * (len(KINDS) + hosted), "---"])
+
+
+def _host(cells: dict) -> str:
+    """A row's bytes per parameter in host memory ("2 GPU, 2 host" puts 2 there); * if any is our reading."""
+    parts = [part for size, where in cells.values() for part in _parts(size, where) if "host" in part[1]]
+    if not parts:
+        return "—"
+    return f"{sum(size for size, _ in parts)}{'*' if any('*' in where for _, where in parts) else ''}"
+
+
+def _parts(size: int, where: str) -> list[tuple[int, str]]:
+    """One cell's pieces: (2, "GPU, 2 host") -> [(2, "GPU"), (2, "host")]; (4, "host*") -> [(4, "host*")]."""
+    pieces = [piece.split(" ", 1) if piece[0].isdigit() else [size, piece] for piece in where.split(", ")]
+    return [(int(amount), place) for amount, place in pieces]

@@ -23,7 +23,7 @@ ISSUE_6834 = (10, 72 * 10**9 // 4)
 #: The share of the compute the backward pass takes: 4Ψ of 6Ψ FLOPs per token.
 BACKWARD_SHARE = Fraction(2, 3)
 #: How the step table labels the CPU's Adam step when it is scaled from issue 6834, not measured.
-GUESS = "a rough guess from one slow report"
+GUESS = "measure it; guessed here from one slow report"
 #: Longest CPU step `zero2_step` accepts, in seconds (a day).
 MAX_CPU_STEP = 86_400
 
@@ -56,12 +56,16 @@ class Step:
         return sum((phase.adds for phase in self.phases), Fraction(0))
 
     def rows(self) -> list[list[str]]:
-        """The phases and the total as table rows; estimates rounded to 0.1 s, marked "about" and GUESS; with
+        """The phases and the total as table rows; estimates rounded to 0.1 s, marked "guess" and GUESS; with
         a guess in it, the total is what was counted plus "the CPU's step", the guessed sum beside it."""
         guess = any(phase.estimated for phase in self.phases)
 
         def shown(seconds: Fraction, estimated: bool) -> str:
-            return f"about {units.format_number(seconds, 1)}" if estimated else units.format_number(seconds)
+            return (
+                f"guess: about {units.format_number(seconds, 1)}"
+                if estimated
+                else units.format_number(seconds)
+            )
 
         rows = [
             ["phase", "PCIe bytes per shard element", "seconds alone", "hides behind compute?", "adds, s"]
