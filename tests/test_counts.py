@@ -121,6 +121,10 @@ def test_the_bytes_table_places_what_each_counts_own_function_counts():
         name = f"DeepSpeed's code, ZeRO-3, optimizer{' and parameters' * params} offloaded"
         assert host[name] == n * offload.deepspeed_zero3_host(PSI, n, parameters=params)
         assert gpu[name] == (0 if params else offload.offloaded(PSI, n, 3)[0].total)  # the weight shard
+    for params in (False, True):
+        name = f"the package's count, ZeRO-3, optimizer{' and parameters' * params} offloaded"
+        on, off = offload.offloaded(PSI, n, 3, parameters=params)
+        assert gpu[name] == on.total and host[name] == n * off.total
     assert gpu["the ZeRO paper, ZeRO-3"] == memory.per_gpu(PSI, n, 3).total
     plain = ds_estimator.zero3(PSI, 0, n, cpu_offload=False, cpu_offload_params=False)  # no layer
     assert gpu["DeepSpeed's estimator, ZeRO-3"] == plain.gpu_bytes
@@ -142,7 +146,7 @@ def test_the_bytes_table_shows_the_rows_named_in_their_order():
         ("the ZeRO paper", "DeepSpeed's estimator")
     )  # always in PLACES' order
     offloaded = counts.bytes_table(counts.OFFLOADED)
-    assert offloaded.count("\n") == len(counts.OFFLOADED) + 1 == 8 and "**the ZeRO paper**" not in offloaded
+    assert offloaded.count("\n") == len(counts.OFFLOADED) + 1 == 10 and "**the ZeRO paper**" not in offloaded
 
 
 @pytest.mark.parametrize(
@@ -175,8 +179,12 @@ def test_deepspeed_s_stage_3_host_code_count_names_buffers_its_code_has():
 def test_the_bytes_table_sums_each_row_s_host_bytes_when_any_row_has_some():
     zero2 = counts.bytes_table(counts.OFFLOADED_ZERO2).splitlines()
     assert zero2[0].split(" | ")[-2] == "on the host"
-    assert [line.split(" | ")[-2] for line in zero2[2:]] == ["14", "16*", "18"]  # package, estimator, code
+    assert [line.split(" | ")[-2] for line in zero2[2:]] == [
+        "14",
+        "16* × 1.5",
+        "18",
+    ]  # package, estimator, code
     zero3 = counts.bytes_table(counts.OFFLOADED_ZERO3).splitlines()
-    assert [line.split(" | ")[-2] for line in zero3[2:]] == ["18", "20", "16*", "18*"]
+    assert [line.split(" | ")[-2] for line in zero3[2:]] == ["14", "16* × 1.5", "18", "16", "18* × 1.5", "20"]
     assert "on the host" not in counts.bytes_table(counts.NO_OFFLOAD)  # nothing there: no column
     assert counts.OFFLOADED == counts.OFFLOADED_ZERO2 + counts.OFFLOADED_ZERO3

@@ -109,6 +109,8 @@ def table(params: int, gpus: int = 8) -> str:
 
 #: The kinds of bytes per parameter that the counts place, in `bytes_table`'s column order.
 KINDS = ("16-bit weights", "16-bit gradients", "fp32 gradients", "fp32 master weights", "Adam moments")
+#: The "also" of DeepSpeed's estimator's ZeRO-3 offload rows: its buffer, and how the host figure is shared.
+ZERO3_ALSO = "GPU: and 4 per parameter of the largest layer; host, with zero.Init: ÷ nodes"
 #: Where each count puts each kind, for ZeRO-2 (and ZeRO-3 last): (bytes per parameter, where, also).
 #: Where: "GPU" whole on every GPU, "÷ N" split across the N GPUs, "host" in host memory.
 PLACES = (
@@ -133,16 +135,6 @@ PLACES = (
         {0: (2, "GPU, 2 host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
         "once the model is partitioned",
     ),
-    (
-        "DeepSpeed's code, ZeRO-3, optimizer offloaded",
-        {0: (2, "÷ N"), 1: (2, "host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
-        "once the model is partitioned",
-    ),
-    (
-        "DeepSpeed's code, ZeRO-3, optimizer and parameters offloaded",
-        {0: (2, "host"), 1: (2, "host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
-        "once the model is partitioned",
-    ),
     ("the ZeRO paper, ZeRO-3", {0: (2, "÷ N"), 1: (2, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")}, ""),
     (
         "DeepSpeed's estimator, ZeRO-3",
@@ -150,14 +142,34 @@ PLACES = (
         "4 per parameter of the largest layer",
     ),
     (
+        "the package's count, ZeRO-3, optimizer offloaded",
+        {0: (2, "÷ N"), 1: (2, "host"), 3: (4, "host"), 4: (8, "host")},
+        "",
+    ),
+    (
         "DeepSpeed's estimator, ZeRO-3, optimizer offloaded",
         {0: (2, "÷ N*"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
-        "GPU: 4 per parameter of the largest layer; host × 1.5 (with zero.Init)",
+        ZERO3_ALSO,
+    ),
+    (
+        "DeepSpeed's code, ZeRO-3, optimizer offloaded",
+        {0: (2, "÷ N"), 1: (2, "host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
+        "once the model is partitioned",
+    ),
+    (
+        "the package's count, ZeRO-3, optimizer and parameters offloaded",
+        {0: (2, "host"), 1: (2, "host"), 3: (4, "host"), 4: (8, "host")},
+        "",
     ),
     (
         "DeepSpeed's estimator, ZeRO-3, optimizer and parameters offloaded",
         {0: (2, "host*"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
-        "GPU: 4 per parameter of the largest layer; host × 1.5 (with zero.Init)",
+        ZERO3_ALSO,
+    ),
+    (
+        "DeepSpeed's code, ZeRO-3, optimizer and parameters offloaded",
+        {0: (2, "host"), 1: (2, "host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
+        "once the model is partitioned",
     ),
 )
 #: The rows lesson 06 shows: the paper against DeepSpeed's estimator, without offload, at stages 2 and 3.
@@ -196,7 +208,8 @@ def _host(cells: dict) -> str:
     parts = [part for size, where in cells.values() for part in _parts(size, where) if "host" in part[1]]
     if not parts:
         return "—"
-    return f"{sum(size for size, _ in parts)}{'*' if any('*' in where for _, where in parts) else ''}"
+    starred = any("*" in where for _, where in parts)  # the estimator's: it prints the total times its margin
+    return f"{sum(size for size, _ in parts)}{'* × 1.5' if starred else ''}"
 
 
 def _parts(size: int, where: str) -> list[tuple[int, str]]:
