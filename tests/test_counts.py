@@ -185,6 +185,9 @@ def test_the_bytes_table_sums_each_row_s_host_bytes_when_any_row_has_some():
         "18",
     ]  # package, estimator, code
     zero3 = counts.bytes_table(counts.OFFLOADED_ZERO3).splitlines()
+    assert zero3[0].startswith("| count (ZeRO-3) |") and zero2[0].startswith(
+        "| count (ZeRO-2 unless named) |"
+    )
     assert [line.split(" | ")[-2] for line in zero3[2:]] == ["14", "16* × 1.5", "18", "16", "18* × 1.5", "20"]
     assert "on the host" not in counts.bytes_table(counts.NO_OFFLOAD)  # nothing there: no column
     assert counts.OFFLOADED == counts.OFFLOADED_ZERO2 + counts.OFFLOADED_ZERO3

@@ -285,7 +285,8 @@ def test_the_time_limit_or_ctrl_c_stops_torchrun_and_both_ranks(tmp_path, monkey
         with pytest.raises(KeyboardInterrupt):
             launch(path, ranks=2, timeout=60)
     else:
-        with pytest.raises(RunError, match=r"^the run did not finish within 1 s, and was stopped$"):
+        stopped = r"^the run did not finish within 1 s, and was stopped \(its last words: .+\)$"
+        with pytest.raises(RunError, match=stopped):
             launch(path, ranks=2, timeout=1)  # the clock starts once both ranks run
     assert len(seen) == 3 and not any(alive(pid) for pid in seen)
 

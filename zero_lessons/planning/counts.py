@@ -196,7 +196,8 @@ def bytes_table(names: tuple[str, ...] | None = None) -> str:
     hosted = any(
         _host(cells) != "—" for _, cells, _ in chosen
     )  # a column for host bytes, when any row has some
-    rows = [["count (ZeRO-2 unless named)", *KINDS, *["on the host"] * hosted, "also"]]
+    stage = "ZeRO-3" if all("ZeRO-3" in name for name, _, _ in chosen) else "ZeRO-2 unless named"
+    rows = [[f"count ({stage})", *KINDS, *["on the host"] * hosted, "also"]]
     for name, cells, also in chosen:
         shown = [f"{cells[k][0]} {cells[k][1]}" if k in cells else "—" for k in range(len(KINDS))]
         rows.append([f"**{name}**", *shown, *[_host(cells)] * hosted, also])

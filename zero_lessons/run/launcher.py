@@ -161,7 +161,8 @@ def _run(argv: list[str], folder: Path, timeout: float) -> None:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _stop(process)
-            raise RunError(f"the run did not finish within {timeout:g} s, and was stopped") from None
+            stopped = f"the run did not finish within {timeout:g} s, and was stopped"
+            raise RunError(f"{stopped} (its last words: {_cause(log)[:200]})") from None
         except BaseException:  # Ctrl-C: no rank outlives the call
             _stop(process)
             raise
