@@ -110,7 +110,7 @@ def table(params: int, gpus: int = 8) -> str:
 #: The kinds of bytes per parameter that the counts place, in `bytes_table`'s column order.
 KINDS = ("16-bit weights", "16-bit gradients", "fp32 gradients", "fp32 master weights", "Adam moments")
 #: The "also" of DeepSpeed's estimator's ZeRO-3 offload rows: its buffer, and how the host figure is shared.
-ZERO3_ALSO = "GPU: and 4 per parameter of the largest layer; host, with zero.Init: ÷ nodes"
+ZERO3_ALSO = "GPU: and 4 per parameter of the largest layer; host: × 1.5 ÷ nodes with zero.Init"
 #: Where each count puts each kind, for ZeRO-2 (and ZeRO-3 last): (bytes per parameter, where, also).
 #: Where: "GPU" whole on every GPU, "÷ N" split across the N GPUs, "host" in host memory.
 PLACES = (
@@ -128,7 +128,7 @@ PLACES = (
     (
         "DeepSpeed's estimator, optimizer offloaded",
         {0: (2, "GPU"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
-        "host: max(16, 4 × GPUs) × Ψ × 1.5",
+        "it prints max(16, 4 × GPUs) × 1.5 per parameter: 48 on one node of 8",
     ),
     (
         "DeepSpeed's code, optimizer offloaded",
