@@ -6,7 +6,7 @@ from fractions import Fraction
 import pytest
 
 from conftest import need_module
-from zero_lessons import GB, memory
+from zero_lessons import GB, memory, units
 from zero_lessons.planning import counts, ds_estimator, offload
 
 PSI = 7_500_000_000
@@ -191,3 +191,33 @@ def test_the_bytes_table_sums_each_row_s_host_bytes_when_any_row_has_some():
     assert [line.split(" | ")[-2] for line in zero3[2:]] == ["14", "16* × 1.5", "18", "16", "18* × 1.5", "20"]
     assert "on the host" not in counts.bytes_table(counts.NO_OFFLOAD)  # nothing there: no column
     assert counts.OFFLOADED == counts.OFFLOADED_ZERO2 + counts.OFFLOADED_ZERO3
+
+
+def test_the_host_table_sets_three_counts_side_by_side_per_offload():
+    """Each cell against the function its count comes from, on one node of 8 and of 4."""
+    for gpus, estimator in ((8, ("48", "24", "27")), (4, ("24", "24", "27"))):
+        rows = [line.split(" | ") for line in counts.host_table(PSI, gpus).splitlines()[2:]]
+        assert [r[0].lstrip("| ") for r in rows] == [
+            "ZeRO-2, optimizer offloaded",
+            "ZeRO-3, optimizer offloaded",
+            "ZeRO-3, optimizer and parameters offloaded",
+        ]
+        assert [r[1].split(" B")[0] for r in rows] == ["14", "14", "16"]  # the package's count
+        assert [r[2].split(" B")[0] for r in rows] == ["18", "18", "20"]  # DeepSpeed's code
+        assert [r[3].split(" B")[0] for r in rows] == list(estimator)  # max(16, 4 × GPUs) × 1.5 at stage 2
+    eight = counts.host_table(PSI, 8)
+    assert "48 B (360 GB)" in eight and "14 B (105 GB)" in eight and "27 B (202.5 GB)" in eight
+    assert f"{units.format_bytes(8 * offload.deepspeed_zero3_host(PSI, 8, parameters=True))})" in eight
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: counts.host_table(PSI, 0), ValueError, "gpus must be"),
+        (lambda: counts.host_table(PSI, 2048), ValueError, "gpus must be"),
+        (lambda: counts.host_table(0, 8), ValueError, "params must be"),
+    ],
+)
+def test_the_host_table_refuses_bad_input(call, error, words):
+    with pytest.raises(error, match=words):
+        call()

@@ -569,6 +569,7 @@ SPECS = {
     ),
     "counts.four": (counts.four, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
     "counts.table": (counts.table, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
+    "counts.host_table": (counts.host_table, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
     "counts.bytes_table": (
         counts.bytes_table,
         {"names": arg(st.sampled_from([None, counts.NO_OFFLOAD, counts.OFFLOADED, ["the ZeRO paper"]]))},

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .. import checks, memory, tables, units
+from ..inputs import Setup
 from ..stages import Stage
 from . import ds_estimator, offload
 
@@ -217,3 +218,37 @@ def _parts(size: int, where: str) -> list[tuple[int, str]]:
     """One cell's pieces: (2, "GPU, 2 host") -> [(2, "GPU"), (2, "host")]; (4, "host*") -> [(4, "host*")]."""
     pieces = [piece.split(" ", 1) if piece[0].isdigit() else [size, piece] for piece in where.split(", ")]
     return [(int(amount), place) for amount, place in pieces]
+
+
+#: `host_table`'s header: each offload choice's host memory per node, by three counts.
+HOST_HEADER = [
+    "host per node: B per parameter (GB)",
+    "the package's count",
+    "DeepSpeed's code",
+    "DeepSpeed's estimator",
+]
+
+
+def host_table(params: int, gpus: int = 8) -> str:
+    """Host memory of one node of `gpus` GPUs for each offload of `offload.ORDER`, by the package's count,
+    DeepSpeed's code and DeepSpeed's estimator (zero.Init at stage 3), as bytes per parameter and in GB."""
+    gpus = checks.gpus_per_node(gpus, "gpus")  # one node: the host figures are per node
+    setup = Setup(checks.params(params), gpus)
+    rows = [HOST_HEADER]
+    for stage, what in offload.ORDER:
+        both = what != "optimizer"
+        if stage is Stage.ZERO3:
+            code = offload.deepspeed_zero3_host(setup.params, gpus, parameters=both)
+        else:
+            code = offload.deepspeed_zero2_host(setup.params, gpus)
+        counted = (
+            gpus * offload.offloaded(setup.params, gpus, stage, parameters=both)[1].total,
+            gpus * code,
+            offload.deepspeed_host(setup, stage, what, gpus),
+        )
+        name = f"{stage.label}, {what.replace('+', ' and ')} offloaded"
+        shown = [
+            f"{units.format_number(Fraction(b, setup.params))} B ({units.format_bytes(b)})" for b in counted
+        ]
+        rows.append([name, *shown])
+    return tables.markdown(rows, ["---", "--:", "--:", "--:"])
