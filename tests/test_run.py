@@ -11,6 +11,7 @@ import importlib.util
 import itertools
 import json
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need
+from zero_lessons.lab.runner import clear_batons, extensions_dir
 from zero_lessons.planning import ds_config
 from zero_lessons.planning.advice import advise
 from zero_lessons.run import RunError, launch, launcher
@@ -279,7 +281,7 @@ def torchrun_seen(interrupt: bool, seen: list[int]) -> type[subprocess.Popen]:
 def test_the_time_limit_or_ctrl_c_stops_torchrun_and_both_ranks(tmp_path, monkeypatch, interrupt):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps(ds_config.zero_config(0, micro_batch=BATCH)))
-    seen = []
+    seen, before = [], time.time()
     monkeypatch.setattr(subprocess, "Popen", torchrun_seen(interrupt, seen))
     if interrupt:
         with pytest.raises(KeyboardInterrupt):
@@ -289,6 +291,8 @@ def test_the_time_limit_or_ctrl_c_stops_torchrun_and_both_ranks(tmp_path, monkey
         with pytest.raises(RunError, match=stopped):
             launch(path, ranks=2, timeout=1)  # the clock starts once both ranks run
     assert len(seen) == 3 and not any(alive(pid) for pid in seen)
+    # a rank stopped while it loads DeepSpeed's ops leaves no build lock for the next run to wait on
+    assert not [lock for lock in Path(extensions_dir()).glob("*/lock") if lock.stat().st_mtime >= before]
 
 
 @pytest.mark.parametrize(
@@ -330,3 +334,21 @@ def test_importing_the_package_part_loads_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = {module.split(".")[0] for module in json.loads(out)}
     assert "zero_lessons" in loaded and not {"torch", "deepspeed"} & loaded
+
+
+def test_clearing_build_locks_removes_only_those_made_since_the_run_began(tmp_path):
+    """A rank killed while loading DeepSpeed's ops leaves `<op>/lock`, which later ranks wait on for ever."""
+    old, new, built = (
+        tmp_path / "cpu_adam" / "lock",
+        tmp_path / "shm_comm" / "lock",
+        tmp_path / "shm_comm" / "x.so",
+    )
+    for path in (old, new, built):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("")
+    since = time.time()
+    os.utime(old, (since - 60, since - 60))  # an older run's, perhaps still building: left alone
+    os.utime(new, (since + 1, since + 1))
+    assert clear_batons(str(tmp_path), since) == [new]
+    assert old.exists() and not new.exists() and built.exists()
+    assert clear_batons(str(tmp_path / "absent"), since) == []

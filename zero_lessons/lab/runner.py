@@ -4,6 +4,7 @@ No torch: the ranks import it, this process never does.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import queue
@@ -43,6 +44,21 @@ def extensions_dir() -> str:
     if (root / "pyproject.toml").is_file():
         return str(root / ".cache" / "torch_extensions")
     return str(Path(tempfile.gettempdir()) / "zero-lessons-torch-extensions")
+
+
+def clear_batons(folder: str, since: float) -> list[Path]:
+    """Remove the build locks in `folder` made at or after `since` (a time.time()), and return them.
+
+    Every DeepSpeed rank loads its compiled ops through torch's FileBaton: it makes `<op>/lock`, builds or
+    finds the library, and removes the lock. A rank stopped in between leaves the lock behind, and every later
+    rank waits for it forever. Call this once the ranks started at `since` are stopped."""
+    cleared = []
+    for lock in Path(folder).glob("*/lock"):
+        with contextlib.suppress(OSError):
+            if lock.stat().st_mtime >= since:
+                lock.unlink()
+                cleared.append(lock)
+    return cleared
 
 
 def free_port() -> int:
@@ -113,6 +129,7 @@ def _spawn(world: int, keys: tuple[str, ...], timeout: float) -> list:
             )
             for r in range(world)
         ]
+        started = time.time()
         try:
             for proc in procs:
                 proc.start()
@@ -120,13 +137,15 @@ def _spawn(world: int, keys: tuple[str, ...], timeout: float) -> list:
             for proc in procs:
                 proc.join(timeout=30)
         finally:
-            for proc in procs:  # success, failure or Ctrl-C: no rank outlives the lab
-                if proc.is_alive():
-                    proc.terminate()
-                    proc.join(timeout=10)
+            stopped = [proc for proc in procs if proc.is_alive()]
+            for proc in stopped:  # success, failure or Ctrl-C: no rank outlives the lab
+                proc.terminate()
+                proc.join(timeout=10)
                 if proc.is_alive():
                     proc.kill()
                     proc.join()
+            if stopped:  # a rank stopped while loading DeepSpeed's ops leaves their build lock
+                clear_batons(extensions, started)
     return reports
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import checks
-from ..lab.runner import extensions_dir, free_port
+from ..lab.runner import clear_batons, extensions_dir, free_port
 
 MAX_RANKS = 8  #: ranks per run; each is a process with its own torch and DeepSpeed
 MAX_STEPS = 100  #: training steps per config, before the checkpoint
@@ -151,7 +151,7 @@ def _run(argv: list[str], folder: Path, timeout: float) -> None:
         "TORCH_EXTENSIONS_DIR": extensions_dir(),
         "OMP_NUM_THREADS": "1",
     }
-    log = folder / "torchrun.log"
+    log, started = folder / "torchrun.log", time.time()
     with open(log, "w") as out:
         # A session of its own: a Ctrl-C at the terminal reaches only us, and _stop ends torchrun in order.
         process = subprocess.Popen(
@@ -161,10 +161,12 @@ def _run(argv: list[str], folder: Path, timeout: float) -> None:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _stop(process)
+            clear_batons(env["TORCH_EXTENSIONS_DIR"], started)  # ranks stopped mid-load leave a build lock
             stopped = f"the run did not finish within {timeout:g} s, and was stopped"
             raise RunError(f"{stopped} (its last words: {_cause(log)[:200]})") from None
         except BaseException:  # Ctrl-C: no rank outlives the call
             _stop(process)
+            clear_batons(env["TORCH_EXTENSIONS_DIR"], started)
             raise
     if code != 0:
         raise RunError(f"the run failed (torchrun exited with {code}): {_cause(log)}")
