@@ -222,7 +222,7 @@ def _parts(size: int, where: str) -> list[tuple[int, str]]:
 
 #: `host_table`'s header: each offload choice's host memory per node, by three counts.
 HOST_HEADER = [
-    "host per node: B per parameter (GB)",
+    "host per node: bytes per parameter (GB)",
     "the package's count",
     "DeepSpeed's code",
     "DeepSpeed's estimator",
@@ -248,7 +248,7 @@ def host_table(params: int, gpus: int = 8) -> str:
         )
         name = f"{stage.label}, {what.replace('+', ' and ')} offloaded"
         shown = [
-            f"{units.format_number(Fraction(b, setup.params))} B ({units.format_bytes(b)})" for b in counted
+            f"{units.format_number(Fraction(b, setup.params))} ({units.format_bytes(b)})" for b in counted
         ]
         rows.append([name, *shown])
     return tables.markdown(rows, ["---", "--:", "--:", "--:"])
