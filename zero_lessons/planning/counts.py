@@ -224,7 +224,7 @@ def _parts(size: int, where: str) -> list[tuple[int, str]]:
 HOST_HEADER = [
     "host per node: bytes per parameter (GB)",
     "the package's count",
-    "DeepSpeed's code",
+    "DeepSpeed's code, once partitioned",
     "DeepSpeed's estimator",
 ]
 
