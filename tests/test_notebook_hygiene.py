@@ -212,3 +212,20 @@ def test_every_glossary_link_names_a_glossary_heading():
     links |= {(m, "glossary.md") for m in re.findall(r"\]\(#([\w\-]+)\)", text)}
     assert len(links) > 100 and "all_gather_into_tensor" in anchors
     assert sorted(link for link in links if link[0] not in anchors) == []
+
+
+#: A Markdown link to a lesson file: its text, and the file's two-digit number and name.
+LESSON_LINK = re.compile(r"\[([^\]\n]*)\]\((?:\.\./notebooks/)?(\d\d)_([a-z_]+)\.ipynb\)")
+
+
+def test_every_lesson_link_names_the_lesson_it_points_to():
+    """Links to lessons reach a lesson that exists, and a link that says 'lesson N' points to lesson N."""
+    texts = {p.name: "\n".join("".join(c["source"]) for c in cells(p, "markdown")) for p in NOTEBOOKS}
+    texts |= {p.name: p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    names = {path.name for path in NOTEBOOKS}
+    links = [(page, *m) for page, text in texts.items() for m in LESSON_LINK.findall(text)]
+    assert len(links) > 150  # the lessons, the glossary and the guides link to one another throughout
+    assert [link for link in links if f"{link[2]}_{link[3]}.ipynb" not in names] == []
+    numbered = [(page, text, number) for page, text, number, _ in links if re.match(r"[Ll]esson \d", text)]
+    wrong = [link for link in numbered if int(re.search(r"\d+", link[1])[0]) != int(link[2])]
+    assert len(numbered) > 100 and wrong == []
