@@ -225,7 +225,7 @@ HOST_HEADER = [
     "host per node: bytes per parameter (GB)",
     "the package's count",
     "DeepSpeed's code, once partitioned",
-    "DeepSpeed's estimator",
+    "DeepSpeed's estimator (ZeRO-3: with zero.Init)",
 ]
 
 
