@@ -110,6 +110,21 @@ def table(params: int, gpus: int = 8) -> str:
 
 #: The kinds of bytes per parameter that the counts place, in `bytes_table`'s column order.
 KINDS = ("16-bit weights", "16-bit gradients", "fp32 gradients", "fp32 master weights", "Adam moments")
+#: The "also" of DeepSpeed's code's rows: what it keeps once the fp32 model built at start-up is gone.
+PARTITIONED = "once the model is partitioned"
+
+
+def _code(host: dict[str, int], weights: str) -> dict[int, tuple[int, str]]:
+    """A row of DeepSpeed's code from its host bytes by kind (`offload.DEEPSPEED_ZERO*_HOST`): each kind
+    on the host but the 16-bit weights, 2 B where `weights` says (with their host buffer, if any, there)."""
+    cells = {KINDS.index(kind): (size, "host") for kind, size in host.items() if kind != "16-bit weights"}
+    return cells | {0: (2, weights)}
+
+
+#: What an offload moves to the host, by the package's count and by DeepSpeed's estimator (* our reading);
+#: each of their rows adds the 16-bit weights where its offload leaves them.
+PACKAGE_HOST = {1: (2, "host"), 3: (4, "host"), 4: (8, "host")}
+ESTIMATOR_HOST = {2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")}
 #: The "also" of DeepSpeed's estimator's ZeRO-3 offload rows: its buffer, and how the host figure is shared.
 ZERO3_ALSO = "GPU: and 4 per parameter of the largest layer; host: × 1.5 ÷ nodes with zero.Init"
 #: Where each count puts each kind, for ZeRO-2 (and ZeRO-3 last): (bytes per parameter, where, also).
@@ -123,18 +138,18 @@ PLACES = (
     ),
     (
         "the package's count, optimizer offloaded",
-        {0: (2, "GPU"), 1: (2, "host"), 3: (4, "host"), 4: (8, "host")},
+        {0: (2, "GPU")} | PACKAGE_HOST,
         "",
     ),
     (
         "DeepSpeed's estimator, optimizer offloaded",
-        {0: (2, "GPU"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
+        {0: (2, "GPU")} | ESTIMATOR_HOST,
         "it prints max(16, 4 × GPUs) × 1.5 per parameter: 48 on one node of 8",
     ),
     (
         "DeepSpeed's code, optimizer offloaded",
-        {0: (2, "GPU, 2 host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
-        "once the model is partitioned",
+        _code(offload.DEEPSPEED_ZERO2_HOST, "GPU, 2 host"),
+        PARTITIONED,
     ),
     ("the ZeRO paper, ZeRO-3", {0: (2, "÷ N"), 1: (2, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")}, ""),
     (
@@ -144,33 +159,33 @@ PLACES = (
     ),
     (
         "the package's count, ZeRO-3, optimizer offloaded",
-        {0: (2, "÷ N"), 1: (2, "host"), 3: (4, "host"), 4: (8, "host")},
+        {0: (2, "÷ N")} | PACKAGE_HOST,
         "",
     ),
     (
         "DeepSpeed's estimator, ZeRO-3, optimizer offloaded",
-        {0: (2, "÷ N*"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
+        {0: (2, "÷ N*")} | ESTIMATOR_HOST,
         ZERO3_ALSO,
     ),
     (
         "DeepSpeed's code, ZeRO-3, optimizer offloaded",
-        {0: (2, "÷ N"), 1: (2, "host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
-        "once the model is partitioned",
+        _code(offload.DEEPSPEED_ZERO3_HOST, "÷ N"),
+        PARTITIONED,
     ),
     (
         "the package's count, ZeRO-3, optimizer and parameters offloaded",
-        {0: (2, "host"), 1: (2, "host"), 3: (4, "host"), 4: (8, "host")},
+        {0: (2, "host")} | PACKAGE_HOST,
         "",
     ),
     (
         "DeepSpeed's estimator, ZeRO-3, optimizer and parameters offloaded",
-        {0: (2, "host*"), 2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")},
+        {0: (2, "host*")} | ESTIMATOR_HOST,
         ZERO3_ALSO,
     ),
     (
         "DeepSpeed's code, ZeRO-3, optimizer and parameters offloaded",
-        {0: (2, "host"), 1: (2, "host"), 2: (4, "host"), 3: (4, "host"), 4: (8, "host")},
-        "once the model is partitioned",
+        _code(offload.DEEPSPEED_ZERO3_HOST, "host"),
+        PARTITIONED,
     ),
 )
 #: The rows lesson 06 shows: the paper against DeepSpeed's estimator, without offload, at stages 2 and 3.
@@ -193,15 +208,13 @@ def bytes_table(names: tuple[str, ...] | None = None) -> str:
     if names is not None and not isinstance(names, (tuple, list)):
         raise TypeError(f"names must be a tuple of row names ({', '.join(known)}), got {checks.kind(names)}")
     wanted = known if names is None else tuple(checks.choice("names", name, known) for name in names)
-    chosen = [place for place in PLACES if place[0] in wanted]
-    hosted = any(
-        _host(cells) != "—" for _, cells, _ in chosen
-    )  # a column for host bytes, when any row has some
-    stage = "ZeRO-3" if all("ZeRO-3" in name for name, _, _ in chosen) else "ZeRO-2 unless named"
+    chosen = [(*place, _host(place[1])) for place in PLACES if place[0] in wanted]
+    hosted = any(host != "—" for *_, host in chosen)  # a column for host bytes, when any row has some
+    stage = "ZeRO-3" if all("ZeRO-3" in name for name, *_ in chosen) else "ZeRO-2 unless named"
     rows = [[f"count ({stage})", *KINDS, *["on the host"] * hosted, "also"]]
-    for name, cells, also in chosen:
+    for name, cells, also, host in chosen:
         shown = [f"{cells[k][0]} {cells[k][1]}" if k in cells else "—" for k in range(len(KINDS))]
-        rows.append([f"**{name}**", *shown, *[_host(cells)] * hosted, also])
+        rows.append([f"**{name}**", *shown, *[host] * hosted, also])
     return tables.markdown(rows, ["---", *["--:"] * (len(KINDS) + hosted), "---"])
 
 

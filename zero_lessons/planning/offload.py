@@ -147,9 +147,13 @@ def deepspeed_zero2_host(params: int, gpus: int) -> Fraction:
     return sum(DEEPSPEED_ZERO2_HOST.values()) * memory.shard_elements(params, gpus)
 
 
-#: Host bytes per shard element at stage 3, optimizer offloaded (our reading of stage3.py: the 16-bit gradient
-#: buffer `grad_partitions_flat_buffer`; fp32 master and gradient, `fp32_partitioned_groups_flat`; moments).
-DEEPSPEED_ZERO3_HOST = {"16-bit gradients": 2, "fp32 gradients": 4, "fp32 master weights": 4, "moments": 8}
+#: Host bytes per shard element at stage 3, optimizer offloaded, by our reading of stage3.py: stage 2's fp32
+#: state (`fp32_partitioned_groups_flat`), and the 16-bit gradient buffer (`grad_partitions_flat_buffer`)
+#: where stage 2 keeps a 16-bit weight buffer.
+DEEPSPEED_ZERO3_HOST = {
+    **{kind: size for kind, size in DEEPSPEED_ZERO2_HOST.items() if kind != "16-bit weights"},
+    "16-bit gradients": 2,
+}
 
 
 def deepspeed_zero3_host(params: int, gpus: int, parameters: bool = False) -> Fraction:
