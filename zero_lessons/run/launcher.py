@@ -118,11 +118,12 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """Stop torchrun and every rank it started.
+def _stop(process: subprocess.Popen, started: float) -> None:
+    """Stop torchrun and every rank it started (at `started`, a time.time()), and the build locks they leave.
 
     SIGTERM first: torchrun passes it on to each rank (which it starts in a session of its own) and
-    waits up to 30 s for them to end. Whatever still runs after that is killed, ranks included.
+    waits up to 30 s for them to end. Whatever still runs after that is killed, ranks included. A rank
+    stopped while it loads DeepSpeed's ops leaves their build lock, which `clear_batons` removes.
     """
     ranks = _children(process.pid)
     with contextlib.suppress(ProcessLookupError):
@@ -134,6 +135,7 @@ def _stop(process: subprocess.Popen) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGKILL)
         process.wait()
+    clear_batons(extensions_dir(), started)
 
 
 def _cause(log: Path) -> str:
@@ -160,13 +162,11 @@ def _run(argv: list[str], folder: Path, timeout: float) -> None:
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _stop(process)
-            clear_batons(env["TORCH_EXTENSIONS_DIR"], started)  # ranks stopped mid-load leave a build lock
+            _stop(process, started)
             stopped = f"the run did not finish within {timeout:g} s, and was stopped"
             raise RunError(f"{stopped} (its last words: {_cause(log)[:200]})") from None
         except BaseException:  # Ctrl-C: no rank outlives the call
-            _stop(process)
-            clear_batons(env["TORCH_EXTENSIONS_DIR"], started)
+            _stop(process, started)
             raise
     if code != 0:
         raise RunError(f"the run failed (torchrun exited with {code}): {_cause(log)}")
