@@ -264,7 +264,7 @@ def test_no_offload_fits_names_the_count_that_refused_it():
     one_tb = advise(70 * 10**9, 8, "24GB", cpu_memory="1TB").reasons[-2]
     assert one_tb == (
         "no offload fits: ZeRO-3 with optimizer offload fits 1000 GB of host memory per node "
-        "by the package's count only, and the advice asks for both counts"
+        "by the package's count only, not by DeepSpeed's estimator, which the advice checks"
     )
     small = advise(70 * 10**9, 8, "24GB", cpu_memory="500GB").reasons[-2]
     assert small.endswith("needs more than 500 GB of host memory per node, even by the package's count")

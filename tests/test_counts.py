@@ -8,12 +8,13 @@ import pytest
 from conftest import need_module
 from zero_lessons import GB, memory, units
 from zero_lessons.planning import counts, ds_estimator, offload
+from zero_lessons.stages import Stage
 
 PSI = 7_500_000_000
 
 
 def test_each_count_gives_the_figures_worked_by_hand():
-    paper, estimator, package, code = counts.four(PSI, 8)
+    paper, package, code, estimator = counts.four(PSI, 8)
     assert paper.gpu == Fraction("28.125") * GB  # the article: 2Ψ + 14Ψ/8
     assert (paper.gpu_offloaded, paper.host, paper.pcie) == (None, None, None)
     # DeepSpeed's comment: 2 whole + 18 split; offloaded, 2 on the GPU and max(4 × 8, 16) × 1.5 on the host
@@ -39,25 +40,30 @@ def test_deepspeed_pcie_bytes_per_shard_element_by_stage():
 
 def test_the_estimators_row_is_deepspeeds_own_function():
     s12 = need_module("deepspeed.runtime.zero.stage_1_and_2")
-    estimator = counts.four(PSI, 8)[1]
+    estimator = counts.four(PSI, 8)[3]
     for cpu_offload, gpu in ((False, estimator.gpu), (True, estimator.gpu_offloaded)):
         cpu_bytes, gpu_bytes = s12.estimate_zero2_model_states_mem_needs(PSI, 8, 1, cpu_offload)
         assert gpu_bytes == gpu
     assert cpu_bytes == estimator.host
 
 
-def test_the_table_names_each_count_once_with_what_it_includes_and_a_dash_where_it_gives_no_figure():
+def test_the_table_names_each_count_once_with_a_dash_where_it_gives_no_figure():
     lines = counts.table(PSI, 8).splitlines()
-    assert len(lines) == 2 + 4 and lines[0].startswith("| count | what it includes | per GPU, no offload |")
+    assert len(lines) == 2 + 4 and lines[0].startswith("| count | per GPU, no offload |")
     cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines[2:]]
     assert [row[0].split("**")[1] for row in cells] == list(counts.INCLUDES)
-    assert [row[1] for row in cells] == list(counts.INCLUDES.values())
-    assert lines[2].endswith("| 28.125 GB | — | — | — |") and lines[5].endswith(
+    assert lines[2].endswith("| 28.125 GB | — | — | — |") and lines[4].endswith(
         "| — | 15 GB | 135 GB | 5.625 GB |"
     )
     # the estimator's row shows DeepSpeed's figures in decimal GB (31.875), not as it prints them (29.69 "GB")
-    assert "| 31.875 GB |" in lines[3] and "29.69" not in lines[3] and "decimal GB" in cells[1][1]
-    assert "once the model is partitioned" in cells[3][1]  # not the fp32 model each process builds first
+    assert "| 31.875 GB |" in lines[5] and "29.69" not in lines[5]
+
+
+def test_the_overview_says_what_each_count_includes_in_the_tables_order():
+    cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in counts.OVERVIEW.splitlines()[2:]]
+    assert [row[0].split("**")[1] for row in cells] == list(counts.INCLUDES)
+    assert [row[1] for row in cells] == list(counts.INCLUDES.values())
+    assert "decimal GB" in cells[3][1] and "once the model is partitioned" in cells[2][1]
 
 
 def test_what_each_count_includes_names_contents_not_figures():
@@ -176,19 +182,41 @@ def test_deepspeed_s_stage_3_host_code_count_names_buffers_its_code_has():
         offload.deepspeed_zero3_host(PSI, 8, parameters="yes")
 
 
+def test_lesson_07s_fold_names_only_what_the_installed_deepspeed_has():
+    """Each `name` the fold lists under a DeepSpeed file is defined or assigned in that file, and the
+    version it names is the one installed."""
+    import json
+    import re
+
+    lesson = pathlib.Path(__file__).parent.parent / "notebooks" / "07_offload.ipynb"
+    cells = ["".join(cell["source"]) for cell in json.loads(lesson.read_text())["cells"]]
+    (fold,) = [c for c in cells if "where these bytes are in DeepSpeed's code</summary>" in c]
+    fold = fold.split("</summary>")[1].split("</details>")[0]
+    deepspeed = need_module("deepspeed")
+    assert f"DeepSpeed {deepspeed.__version__}" in fold
+    parts = re.split(r"`(stage_1_and_2|stage3)\.py`", fold)
+    assert len(parts) == 5  # each file named once, its names after it
+    for module, text in zip(parts[1::2], parts[2::2], strict=True):
+        source = pathlib.Path(need_module(f"deepspeed.runtime.zero.{module}").__file__).read_text()
+        names = [n for n in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", text) if "_" in n]
+        assert len(names) >= 3, (module, names)
+        for name in names:
+            assert re.search(rf"(def {name}\(|self\.{name}\b)", source), (module, name)
+
+
 def test_the_bytes_table_sums_each_row_s_host_bytes_when_any_row_has_some():
     zero2 = counts.bytes_table(counts.OFFLOADED_ZERO2).splitlines()
     assert zero2[0].split(" | ")[-2] == "on the host"
     assert [line.split(" | ")[-2] for line in zero2[2:]] == [
         "14",
-        "16* × 1.5",
         "18",
-    ]  # package, estimator, code
+        "16* × 1.5",
+    ]  # package, code, estimator: the order of the host table's columns
     zero3 = counts.bytes_table(counts.OFFLOADED_ZERO3).splitlines()
     assert zero3[0].startswith("| count (ZeRO-3) |") and zero2[0].startswith(
         "| count (ZeRO-2 unless named) |"
     )
-    assert [line.split(" | ")[-2] for line in zero3[2:]] == ["14", "16* × 1.5", "18", "16", "18* × 1.5", "20"]
+    assert [line.split(" | ")[-2] for line in zero3[2:]] == ["14", "18", "16* × 1.5", "16", "20", "18* × 1.5"]
     assert "on the host" not in counts.bytes_table(counts.NO_OFFLOAD)  # nothing there: no column
     assert counts.OFFLOADED == counts.OFFLOADED_ZERO2 + counts.OFFLOADED_ZERO3
 
@@ -210,9 +238,29 @@ def test_the_host_table_sets_three_counts_side_by_side_per_offload():
     assert f"{units.format_bytes(8 * offload.deepspeed_zero3_host(PSI, 8, parameters=True))})" in eight
 
 
+def test_the_pcie_table_sets_the_design_beside_deepspeeds_code():
+    """4 B of the design per shard element (2 down, 2 back; 6 with parameter offload's second trip up) against
+    DeepSpeed's 6 and 10; Ψ/8 elements at 25 GB/s, each cell against its function."""
+    rows = [line.split(" | ") for line in counts.pcie_table(PSI, 8, "25 GB/s").splitlines()[2:]]
+    assert [r[1] for r in rows] == ["4 B: 3.75 GB, 0.15 s", "4 B: 3.75 GB, 0.15 s", "6 B: 5.625 GB, 0.225 s"]
+    assert [r[2].rstrip(" |") for r in rows] == [
+        "6 B: 5.625 GB, 0.225 s",
+        "10 B: 9.375 GB, 0.375 s",
+        "measure it",
+    ]
+    code = offload.deepspeed_pcie_bytes(PSI, 8, Stage.ZERO3)
+    assert f"{units.format_bytes(code)}, {units.format_number(code / (25 * GB))} s" in rows[1][2]
+    design = offload.link_bytes(PSI, 8, Stage.ZERO3, parameters=True)
+    assert rows[2][1] == f"6 B: {units.format_bytes(design)}, {units.format_number(design / (25 * GB))} s"
+    assert "at 100 GB/s (" in counts.pcie_table(PSI, 16, 10**11).splitlines()[0]
+
+
 @pytest.mark.parametrize(
     "call, error, words",
     [
+        (lambda: counts.pcie_table(PSI, 8, "fast"), ValueError, "bandwidth"),
+        (lambda: counts.pcie_table(PSI, 0, "25 GB/s"), ValueError, "gpus must be"),
+        (lambda: counts.pcie_table(0, 8, "25 GB/s"), ValueError, "params must be"),
         (lambda: counts.host_table(PSI, 0), ValueError, "gpus must be"),
         (lambda: counts.host_table(PSI, 2048), ValueError, "gpus must be"),
         (lambda: counts.host_table(0, 8), ValueError, "params must be"),

@@ -570,6 +570,10 @@ SPECS = {
     "counts.four": (counts.four, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
     "counts.table": (counts.table, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
     "counts.host_table": (counts.host_table, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
+    "counts.pcie_table": (
+        counts.pcie_table,
+        {"params": arg(PARAMS), "gpus": arg(GPUS), "bandwidth": arg(RATE)},
+    ),
     "counts.bytes_table": (
         counts.bytes_table,
         {"names": arg(st.sampled_from([None, counts.NO_OFFLOAD, counts.OFFLOADED, ["the ZeRO paper"]]))},
@@ -586,14 +590,15 @@ SPECS = {
         offload_step.cpu_adam_seconds,
         {"params_per_node": arg(PARAMS)},
     ),
-    "offload_step.zero2_step": (
-        offload_step.zero2_step,
+    "offload_step.step": (
+        offload_step.step,
         {
             "params": arg(PARAMS),
             "gpus": arg(GPUS),
             "tokens_per_gpu": arg(st.integers(1, 10**6)),
             "flops_per_second": arg(st.integers(1, 10**18)),
             "bandwidth": arg(RATE),
+            "stage": arg(st.sampled_from([1, 2, 3, "ZeRO-3"])),
             "cpu_step": arg(st.sampled_from([None, 1, 4.5, Fraction(1, 3)])),
             "gpus_per_node": arg(GPUS_NODE),
         },
@@ -943,7 +948,7 @@ def test_every_public_function_is_fuzzed():
         "ds_estimator.Explained",
         "offload.Plan",
         "counts.Count",  # built by four, fuzzed above
-        "offload_step.Phase",  # built by zero2_step, fuzzed above
+        "offload_step.Phase",  # built by step, fuzzed above
         "offload_step.Step",
         "table.FitTable",
         "figures.Chart",

@@ -1,4 +1,4 @@
-"""One ZeRO-2 offload step in seconds: the trip down hides behind the backward pass; the rest waits."""
+"""One offload step in seconds: the trips down hide behind the backward pass; the rest waits."""
 
 from fractions import Fraction
 
@@ -12,7 +12,7 @@ PSI = 7_500_000_000
 def test_the_articles_model_worked_by_hand():
     """7.5 B on 8 GPUs, 4,096 tokens each at 150 TFLOP/s, 25 GB/s: compute 6Ψ × 4,096 / 1.5e14 = 1.2288 s;
     down 4 B × Ψ/8 / 25 GB/s = 0.15 s, hidden; Adam 10 s × 7.5/18; back 2 B × Ψ/8 / 25 GB/s = 0.075 s."""
-    step = offload_step.zero2_step(PSI, 8, 4096, 150 * 10**12, "25 GB/s")
+    step = offload_step.step(PSI, 8, 4096, 150 * 10**12, "25 GB/s")
     compute, down, adam, back = step.phases
     assert (compute.seconds, down.seconds, back.seconds) == (
         Fraction("1.2288"),
@@ -31,16 +31,32 @@ def test_the_articles_model_worked_by_hand():
 
 def test_a_small_batch_lets_the_gradients_outlast_the_backward_pass():
     """256 tokens: compute 0.0768 s, backward two thirds of it (0.0512 s); the 0.15 s trip adds 0.0988."""
-    step = offload_step.zero2_step(PSI, 8, 256, 150 * 10**12, "25 GB/s", cpu_step=2)
+    step = offload_step.step(PSI, 8, 256, 150 * 10**12, "25 GB/s", cpu_step=2)
     assert step.phases[1].adds == Fraction("0.0988") and not step.phases[2].estimated
     assert step.total == Fraction("0.0768") + Fraction("0.0988") + 2 + Fraction("0.075")
     assert step.rows()[-1][-1] == "**2.251**" and step.table().count("\n") == 6
     assert offload_step.GUESS not in step.table()
 
 
+def test_stage_3_adds_a_16_bit_round_trip_that_still_hides():
+    """stage3.py's partition_grads: 2 B down to the host buffer, 2 B back, then 4 B of fp32 down: 8 B × Ψ/8
+    at 25 GB/s = 0.3 s, inside the backward pass's 0.8192 s; the step's sum is stage 2's."""
+    zero2 = offload_step.step(PSI, 8, 4096, 150 * 10**12, "25 GB/s")
+    zero3 = offload_step.step(PSI, 8, 4096, 150 * 10**12, "25 GB/s", stage="ZeRO-3")
+    trips = zero3.phases[1]
+    assert (trips.pcie, trips.seconds, trips.adds) == (8, Fraction(3, 10), 0)
+    assert trips.pcie + zero3.phases[3].pcie == 10  # offload.deepspeed_pcie_bytes's 10 B at stage 3
+    assert (
+        zero3.total == zero2.total
+        and offload_step.step(PSI, 8, 4096, 10**14, 10**9, stage=1).phases[1].pcie == 4
+    )
+    small = offload_step.step(PSI, 8, 256, 150 * 10**12, "25 GB/s", stage=3, cpu_step=1)
+    assert small.phases[1].adds == Fraction("0.3") - Fraction("0.0512")  # the backward pass of 256 tokens
+
+
 def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
     assert offload_step.cpu_adam_seconds(18 * 10**9) == 10  # the issue's own figure
-    two_nodes = offload_step.zero2_step(PSI, 16, 4096, 150 * 10**12, "25 GB/s")
+    two_nodes = offload_step.step(PSI, 16, 4096, 150 * 10**12, "25 GB/s")
     assert two_nodes.phases[2].seconds == Fraction(25, 12)  # each node's CPUs update half of Ψ
 
 
@@ -51,9 +67,11 @@ def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
         ({"cpu_step": 10**6}, "cpu_step must be at most"),
         ({"tokens_per_gpu": 0}, "tokens_per_gpu must be"),
         ({"bandwidth": "fast"}, "bandwidth"),
+        ({"stage": 0}, "offload needs a partitioned optimizer: stage must be 1, 2 or 3, got 0"),
+        ({"stage": 5}, "stage must be 0, 1, 2 or 3"),
     ],
 )
 def test_bad_input(kwargs, words):
     args = {"params": PSI, "gpus": 8, "tokens_per_gpu": 4096, "flops_per_second": 10**14, "bandwidth": 10**9}
     with pytest.raises((ValueError, TypeError), match=words):
-        offload_step.zero2_step(**(args | kwargs))
+        offload_step.step(**(args | kwargs))

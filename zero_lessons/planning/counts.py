@@ -1,14 +1,17 @@
-"""The four counts of training-state bytes that lesson 07 sets side by side, in one table (`table`): what each
-includes, and its figures for one worked example (`four`): ZeRO-2 on one node, without offload and with the
+"""The four counts of training-state bytes that lesson 07 sets side by side: what each includes (`OVERVIEW`),
+and their figures for one worked example (`four`, `table`): ZeRO-2 on one node, without offload and with the
 optimizer offloaded to host memory.
 
 - the ZeRO paper: 16 bytes per parameter of model state, on the GPUs (`memory.per_gpu`);
-- DeepSpeed's estimator: what its `estimate_zero2/zero3_model_states_mem_needs` print, converted to decimal
-  GB (`ds_estimator`);
 - the package's count: the paper's bytes placed as the ZeRO-Offload paper places them, and the PCIe bytes of
   that design (`offload.offloaded`, `offload.link_bytes`);
 - DeepSpeed's code: what it keeps on the host and sends over PCIe, read from its source
-  (`offload.deepspeed_zero2_host`, `offload.deepspeed_pcie_bytes`).
+  (`offload.deepspeed_zero2_host`, `offload.deepspeed_pcie_bytes`);
+- DeepSpeed's estimator: what its `estimate_zero2/zero3_model_states_mem_needs` print, converted to decimal
+  GB (`ds_estimator`).
+
+Per kind of state (`bytes_table`), per node's host (`host_table`) and over PCIe (`pcie_table`), the tables
+set the package's count, DeepSpeed's code and its estimator side by side.
 """
 
 from __future__ import annotations
@@ -21,20 +24,26 @@ from ..inputs import Setup
 from ..stages import Stage
 from . import ds_estimator, offload
 
-#: What each count includes, in the order the lesson meets them: contents only, no figures.
+#: What each count includes and where it comes from, in the order the lesson meets them: no figures.
 INCLUDES = {
-    "the ZeRO paper": "the model state (16-bit weights and gradients, the optimizer state), all on the GPUs",
-    "DeepSpeed's estimator": "what DeepSpeed's estimate functions print (lesson 06), converted to decimal "
-    "GB; CPU offload only, no traffic",
-    "the package's count": "the paper's bytes, placed under offload as the ZeRO-Offload paper places them, "
-    "and that design's PCIe traffic",
+    "the ZeRO paper": "the model state of the earlier lessons (16-bit weights and gradients, the optimizer "
+    "state), all on the GPUs: no offload",
+    "the package's count": "the paper's bytes, placed as the ZeRO-Offload and ZeRO-Infinity papers design "
+    "it: what a GPU moves off lands on the host as it was (`offload.offloaded`, `offload.link_bytes`)",
     "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
-    "over PCIe (gradients in fp32), read from it; no function of DeepSpeed's prints it",
+    "over PCIe: more than the design, with the gradients in fp32; read from its source (the lesson's first "
+    "fold names the lines), printed by no DeepSpeed function",
+    "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), in decimal GB: "
+    "fp32 copies and a margin, on the GPU and the host, no traffic",
 }
-#: The recap table's header: what each count includes, then its figures for ZeRO-2 on one node, in decimal GB.
+#: What each count includes and where it comes from, as a Markdown table: the lesson's map of them.
+OVERVIEW = tables.markdown(
+    [["count", "what it counts, and where it comes from"], *([f"**{n}**", i] for n, i in INCLUDES.items())],
+    ["---", "---"],
+)
+#: The recap table's header: each count's figures for ZeRO-2 on one node, in decimal GB.
 HEADER = [
     "count",
-    "what it includes",
     "per GPU, no offload",
     "per GPU, optimizer offloaded",
     "host per node, optimizer offloaded",
@@ -61,12 +70,12 @@ class Count:
         return INCLUDES[self.name]
 
     def row(self) -> list[str]:
-        """Its row of the recap table: name, what it includes, figures in decimal GB (a dash: no figure)."""
+        """Its row of the recap table: name, then figures in decimal GB (a dash: no figure)."""
         shown = [
             "—" if value is None else units.format_bytes(value)
             for value in (self.gpu, self.gpu_offloaded, self.host, self.pcie)
         ]
-        return [f"**{self.name}**", self.includes, *shown]
+        return [f"**{self.name}**", *shown]
 
 
 def four(params: int, gpus: int = 8) -> tuple[Count, ...]:
@@ -78,13 +87,6 @@ def four(params: int, gpus: int = 8) -> tuple[Count, ...]:
     paper = memory.per_gpu(params, gpus, Stage.ZERO2).total
     return (
         Count("the ZeRO paper", paper, None, None, None),
-        Count(
-            "DeepSpeed's estimator",
-            Fraction(plain.gpu_bytes),
-            Fraction(offloaded.gpu_bytes),
-            Fraction(offloaded.cpu_bytes),
-            None,
-        ),
         Count(
             "the package's count",
             paper,
@@ -99,13 +101,20 @@ def four(params: int, gpus: int = 8) -> tuple[Count, ...]:
             gpus * offload.deepspeed_zero2_host(params, gpus),
             offload.deepspeed_pcie_bytes(params, gpus, Stage.ZERO2),
         ),
+        Count(
+            "DeepSpeed's estimator",
+            Fraction(plain.gpu_bytes),
+            Fraction(offloaded.gpu_bytes),
+            Fraction(offloaded.cpu_bytes),
+            None,
+        ),
     )
 
 
 def table(params: int, gpus: int = 8) -> str:
-    """`four` as a Markdown table, one row per count: what it includes, then its figures."""
+    """`four` as a Markdown table, one row per count: its figures."""
     rows = [HEADER, *(count.row() for count in four(params, gpus))]
-    return tables.markdown(rows, ["---", "---", "--:", "--:", "--:", "--:"])
+    return tables.markdown(rows, ["---", "--:", "--:", "--:", "--:"])
 
 
 #: The kinds of bytes per parameter that the counts place, in `bytes_table`'s column order.
@@ -142,14 +151,14 @@ PLACES = (
         "",
     ),
     (
-        "DeepSpeed's estimator, optimizer offloaded",
-        {0: (2, "GPU")} | ESTIMATOR_HOST,
-        "it prints max(16, 4 × GPUs) × 1.5 per parameter: 48 on one node of 8",
-    ),
-    (
         "DeepSpeed's code, optimizer offloaded",
         _code(offload.DEEPSPEED_ZERO2_HOST, "GPU, 2 host"),
         PARTITIONED,
+    ),
+    (
+        "DeepSpeed's estimator, optimizer offloaded",
+        {0: (2, "GPU")} | ESTIMATOR_HOST,
+        "it prints max(16, 4 × GPUs) × 1.5 per parameter: 48 on one node of 8",
     ),
     ("the ZeRO paper, ZeRO-3", {0: (2, "÷ N"), 1: (2, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")}, ""),
     (
@@ -163,14 +172,14 @@ PLACES = (
         "",
     ),
     (
-        "DeepSpeed's estimator, ZeRO-3, optimizer offloaded",
-        {0: (2, "÷ N*")} | ESTIMATOR_HOST,
-        ZERO3_ALSO,
-    ),
-    (
         "DeepSpeed's code, ZeRO-3, optimizer offloaded",
         _code(offload.DEEPSPEED_ZERO3_HOST, "÷ N"),
         PARTITIONED,
+    ),
+    (
+        "DeepSpeed's estimator, ZeRO-3, optimizer offloaded",
+        {0: (2, "÷ N*")} | ESTIMATOR_HOST,
+        ZERO3_ALSO,
     ),
     (
         "the package's count, ZeRO-3, optimizer and parameters offloaded",
@@ -178,14 +187,14 @@ PLACES = (
         "",
     ),
     (
-        "DeepSpeed's estimator, ZeRO-3, optimizer and parameters offloaded",
-        {0: (2, "host*")} | ESTIMATOR_HOST,
-        ZERO3_ALSO,
-    ),
-    (
         "DeepSpeed's code, ZeRO-3, optimizer and parameters offloaded",
         _code(offload.DEEPSPEED_ZERO3_HOST, "host"),
         PARTITIONED,
+    ),
+    (
+        "DeepSpeed's estimator, ZeRO-3, optimizer and parameters offloaded",
+        {0: (2, "host*")} | ESTIMATOR_HOST,
+        ZERO3_ALSO,
     ),
 )
 #: The rows lesson 06 shows: the paper against DeepSpeed's estimator, without offload, at stages 2 and 3.
@@ -265,3 +274,23 @@ def host_table(params: int, gpus: int = 8) -> str:
         ]
         rows.append([name, *shown])
     return tables.markdown(rows, ["---", "--:", "--:", "--:"])
+
+
+def pcie_table(params: int, gpus: int, bandwidth) -> str:
+    """Bytes one GPU's share sends over PCIe per step for each offload of `offload.ORDER`, by the package's
+    count and by DeepSpeed's code, as bytes per shard element, GB and seconds at `bandwidth`."""
+    rate = units.as_rate("bandwidth", bandwidth)
+    elements = memory.shard_elements(checks.params(params), gpus)
+    head = f"PCIe per GPU per step at {units.format_rate(rate)} (bytes per shard element: total, time)"
+    rows = [[head, "the package's count", "DeepSpeed's code"]]
+    for stage, what in offload.ORDER:
+        both = what != "optimizer"
+        counted = [offload.link_bytes(params, gpus, stage, parameters=both)]
+        if not both:  # DeepSpeed's code is counted for the optimizer offloads only
+            counted.append(offload.deepspeed_pcie_bytes(params, gpus, stage))
+        number = units.format_number
+        shown = [f"{number(b / elements)} B: {units.format_bytes(b)}, {number(b / rate)} s" for b in counted]
+        rows.append(
+            [f"{stage.label}, {what.replace('+', ' and ')} offloaded", *shown, *["measure it"] * both]
+        )
+    return tables.markdown(rows, ["---", "--:", "--:"])

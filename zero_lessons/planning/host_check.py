@@ -77,7 +77,7 @@ def _none_fits_host(
         )
     return (
         f"no offload fits: {paper[0].stage.label} with {paper[0].offload} offload fits {show(host)} of host "
-        "memory per node by the package's count only, and the advice asks for both counts"
+        "memory per node by the package's count only, not by DeepSpeed's estimator, which the advice checks"
     )
 
 

@@ -1,9 +1,10 @@
-"""One ZeRO-2 step with the optimizer offloaded, in seconds: what hides behind compute, what waits, the sum.
+"""One step with the optimizer offloaded, in seconds: what hides behind compute, what waits, the sum.
 
-By DeepSpeed's code (`offload.DEEPSPEED_DOWN`, `offload.DEEPSPEED_BACK`): each GPU's gradient shard goes
-down in fp32 during the backward pass, so it hides behind that pass (two thirds of the compute: 4Ψ of the
-6Ψ FLOPs per token), and only what outlasts it adds to the step. The CPU's Adam step needs every gradient,
-and the updated 16-bit weights come back only after it, so both wait. Collectives between GPUs are left out.
+By DeepSpeed's code (`offload.DEEPSPEED_PCIE`): each GPU's gradient shard goes down in fp32 during the
+backward pass (stage 3 first sends it in 16 bits to a host buffer and back), so it hides behind that pass (two
+thirds of the compute: 4Ψ of the 6Ψ FLOPs per token), and only what outlasts it adds to the step. The CPU's
+Adam step needs every gradient, and the updated 16-bit weights come back only after it, so both wait.
+Collectives between GPUs are left out.
 
 The CPU's Adam step is no byte count. Unless it is given, it is scaled from one report (DeepSpeed issue 6834:
 about 10 s per optimizer step for 18 × 10⁹ parameters per node's CPUs, which a DeepSpeed maintainer agreed was
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .. import checks, memory, tables, units
+from ..stages import Stage, StageLike
 from . import offload
 
 #: DeepSpeed issue 6834: seconds of the CPU's Adam step, and parameters each node's CPUs updated (72 B on 4).
@@ -24,7 +26,7 @@ ISSUE_6834 = (10, 72 * 10**9 // 4)
 BACKWARD_SHARE = Fraction(2, 3)
 #: How the step table labels the CPU's Adam step when it is scaled from issue 6834, not measured.
 GUESS = "measure it; guessed here from one slow report"
-#: Longest CPU step `zero2_step` accepts, in seconds (a day).
+#: Longest CPU step `step` accepts, in seconds (a day).
 MAX_CPU_STEP = 86_400
 
 
@@ -103,23 +105,33 @@ def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step) -> tuple[Fra
     return cpu_adam_seconds(memory.ceil_div(params * sharing, gpus)), True
 
 
-def zero2_step(
+def _down(stage: Stage) -> tuple[str, int]:
+    """What crosses PCIe during the backward pass, and its bytes per shard element, by DeepSpeed's code."""
+    if stage == Stage.ZERO3:  # stage3.py's partition_grads: 16 bits to the host buffer and back, then fp32
+        return "gradients down and back (16-bit), then down (fp32)", offload.DEEPSPEED_PCIE[stage] - 2
+    return "gradients down (fp32)", offload.DEEPSPEED_DOWN
+
+
+def step(
     params: int,
     gpus: int,
     tokens_per_gpu: int,
     flops_per_second,
     bandwidth,
     *,
+    stage: StageLike = Stage.ZERO2,
     cpu_step=None,
     gpus_per_node: int = 8,
 ) -> Step:
-    """A ZeRO-2 step with the optimizer offloaded: compute, DeepSpeed's PCIe trips, and the CPU's Adam step
-    (`cpu_step` seconds if measured, else scaled from issue 6834)."""
+    """A step at `stage` (1 to 3) with the optimizer offloaded: compute, DeepSpeed's PCIe trips, and the
+    CPU's Adam step (`cpu_step` seconds if measured, else scaled from issue 6834)."""
+    stage, _ = offload.rule(stage, "optimizer")
     rate = units.as_rate("bandwidth", bandwidth)
     elements = memory.shard_elements(params, gpus)
-    tokens = checks.whole("tokens_per_gpu", tokens_per_gpu, high=offload.MAX_TOKENS // gpus)
-    compute = offload.compute_time(params, tokens * gpus, flops_per_second) / gpus
-    down = offload.DEEPSPEED_DOWN * elements / rate
+    tokens = checks.whole("tokens_per_gpu", tokens_per_gpu, high=offload.MAX_TOKENS)
+    compute = offload.compute_time(params, tokens, flops_per_second)
+    what, down_bytes = _down(stage)
+    down = down_bytes * elements / rate
     back = offload.DEEPSPEED_BACK * elements / rate
     adam, guess = _cpu_adam(params, gpus, gpus_per_node, cpu_step)
     outlasts = max(down - BACKWARD_SHARE * compute, Fraction(0))
@@ -127,7 +139,7 @@ def zero2_step(
     return Step(
         (
             Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY),
-            Phase("gradients down (fp32)", offload.DEEPSPEED_DOWN, down, outlasts, hides),
+            Phase(what, down_bytes, down, outlasts, hides),
             Phase("the CPU's Adam step", None, adam, adam, "no: it needs every gradient", guess),
             Phase(
                 "weights back (16-bit)",
