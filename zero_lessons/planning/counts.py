@@ -164,7 +164,7 @@ PLACES = (
     (
         "DeepSpeed's estimator, ZeRO-3",
         {0: (2, "÷ N*"), 2: (4, "÷ N*"), 3: (4, "÷ N*"), 4: (8, "÷ N*")},
-        "4 per parameter of the largest layer; no 16-bit gradients, which DeepSpeed's code keeps",
+        "4 per parameter of the largest layer",
     ),
     (
         "the package's count, ZeRO-3, optimizer offloaded",
