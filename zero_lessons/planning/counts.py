@@ -33,8 +33,8 @@ INCLUDES = {
     "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
     "over PCIe: more than the design, with the gradients in fp32; read from its source (the lesson's first "
     "fold names the lines), printed by no DeepSpeed function",
-    "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), in decimal GB: "
-    "fp32 copies and a margin, on the GPU and the host, no traffic",
+    "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
+    "their GiB to decimal GB: fp32 copies and a margin, on the GPU and the host, no traffic",
 }
 #: What each count includes and where it comes from, as a Markdown table: the lesson's map of them.
 OVERVIEW = tables.markdown(
