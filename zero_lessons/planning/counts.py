@@ -32,7 +32,7 @@ INCLUDES = {
     "it: what a GPU moves off lands on the host in the same bytes (`offload.offloaded`, `link_bytes`)",
     "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
     "over PCIe: more than the design, with the gradients in fp32; read from its source (the lesson's first "
-    "fold names the lines), printed by no DeepSpeed function",
+    "fold names its buffers and functions), printed by no DeepSpeed function",
     "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
     "their GiB to decimal GB: fp32 copies and a margin, on the GPU and the host, no traffic",
 }
@@ -219,7 +219,8 @@ def bytes_table(names: tuple[str, ...] | None = None) -> str:
     wanted = known if names is None else tuple(checks.choice("names", name, known) for name in names)
     chosen = [(*place, _host(place[1])) for place in PLACES if place[0] in wanted]
     hosted = any(host != "—" for *_, host in chosen)  # a column for host bytes, when any row has some
-    stage = "ZeRO-3" if all("ZeRO-3" in name for name, *_ in chosen) else "ZeRO-2 unless named"
+    stages = {"ZeRO-3" if "ZeRO-3" in name else "ZeRO-2" for name, *_ in chosen}
+    stage = stages.pop() if len(stages) == 1 else "ZeRO-2 unless named"
     rows = [[f"count ({stage})", *KINDS, *["on the host"] * hosted, "also"]]
     for name, cells, also, host in chosen:
         shown = [f"{cells[k][0]} {cells[k][1]}" if k in cells else "—" for k in range(len(KINDS))]
