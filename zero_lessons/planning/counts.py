@@ -36,9 +36,12 @@ INCLUDES = {
     "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
     "their GiB to decimal GB: fp32 copies and a margin, on the GPU and the host, no traffic",
 }
-#: What each count includes and where it comes from, as a Markdown table: the lesson's map of them.
+#: What each offload count includes and where it comes from (the paper's has no offload), as a Markdown table.
 OVERVIEW = tables.markdown(
-    [["count", "what it counts, and where it comes from"], *([f"**{n}**", i] for n, i in INCLUDES.items())],
+    [
+        ["count", "what it counts, and where it comes from"],
+        *([f"**{n}**", i] for n, i in INCLUDES.items() if n != "the ZeRO paper"),
+    ],
     ["---", "---"],
 )
 #: The recap table's header: each count's figures for ZeRO-2 on one node, in decimal GB.
