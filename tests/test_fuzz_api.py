@@ -590,6 +590,10 @@ SPECS = {
         offload_step.cpu_adam_seconds,
         {"params_per_node": arg(PARAMS)},
     ),
+    "offload_step.cpu_adam_floor": (
+        offload_step.cpu_adam_floor,
+        {"params_per_node": arg(PARAMS), "bandwidth": arg(RATE)},
+    ),
     "offload_step.step": (
         offload_step.step,
         {

@@ -54,6 +54,21 @@ def test_stage_3_adds_a_16_bit_round_trip_that_still_hides():
     assert small.phases[1].adds == Fraction("0.3") - Fraction("0.0512")  # the backward pass of 256 tokens
 
 
+def test_the_cpu_step_has_a_floor_in_host_memory_bandwidth():
+    """28 B per parameter (read weight, gradient, two moments; write three back): 7.5e9 × 28 B at 200 GB/s =
+    1.05 s, below the scaled report's 4.17 s; twice the bandwidth halves it."""
+    floor = offload_step.cpu_adam_floor(PSI, "200 GB/s")
+    assert floor == Fraction(21, 20) and offload_step.CPU_ADAM_BYTES == 4 * 4 + 3 * 4
+    assert (
+        floor < offload_step.cpu_adam_seconds(PSI)
+        and offload_step.cpu_adam_floor(PSI, 4 * 10**11) == floor / 2
+    )
+    with pytest.raises(ValueError, match="params_per_node must be"):
+        offload_step.cpu_adam_floor(0, "200 GB/s")
+    with pytest.raises(ValueError, match="bandwidth"):
+        offload_step.cpu_adam_floor(PSI, "fast")
+
+
 def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
     assert offload_step.cpu_adam_seconds(18 * 10**9) == 10  # the issue's own figure
     two_nodes = offload_step.step(PSI, 16, 4096, 150 * 10**12, "25 GB/s")

@@ -29,7 +29,8 @@ INCLUDES = {
     "the ZeRO paper": "the model state of the earlier lessons (16-bit weights and gradients, the optimizer "
     "state), all on the GPUs: no offload",
     "the package's count": "the paper's bytes, placed as the ZeRO-Offload and ZeRO-Infinity papers design "
-    "it: what a GPU moves off lands on the host in the same bytes (`offload.offloaded`, `link_bytes`)",
+    "it: what a GPU moves off lands on the host in the same bytes (`offload.offloaded`; over PCIe, "
+    "`link_bytes`)",
     "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
     "over PCIe: more than the design, with the gradients in fp32; read from its source (the lesson's first "
     "fold names its buffers and functions), printed by no DeepSpeed function",

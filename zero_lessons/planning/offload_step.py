@@ -8,7 +8,8 @@ Collectives between GPUs are left out.
 
 The CPU's Adam step is no byte count. Unless it is given, it is scaled from one report (DeepSpeed issue 6834:
 about 10 s per optimizer step for 18 × 10⁹ parameters per node's CPUs, which a DeepSpeed maintainer agreed was
-too slow): a rough, probably pessimistic guess, to be replaced by a measured time.
+too slow): a rough, probably pessimistic guess, to be replaced by a measured time. `cpu_adam_floor` gives the
+other bound: the time to stream Adam's bytes through host memory and nothing else.
 """
 
 from __future__ import annotations
@@ -94,6 +95,18 @@ def cpu_adam_seconds(params_per_node: int) -> Fraction:
     return Fraction(
         seconds * checks.whole("params_per_node", params_per_node, high=checks.MAX_PARAMS), updated
     )
+
+
+#: Bytes the CPU's Adam step moves through host memory per parameter: it reads the fp32 weight, gradient and
+#: two moments (4 × 4) and writes the weight and the moments back (3 × 4).
+CPU_ADAM_BYTES = 28
+
+
+def cpu_adam_floor(params_per_node: int, bandwidth) -> Fraction:
+    """Seconds of the CPU's Adam step if streaming its CPU_ADAM_BYTES per parameter through host memory at
+    `bandwidth` were all it did: a floor, where `cpu_adam_seconds`'s scaled report is probably too high."""
+    params = checks.whole("params_per_node", params_per_node, high=checks.MAX_PARAMS)
+    return CPU_ADAM_BYTES * params / units.as_rate("bandwidth", bandwidth)
 
 
 def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step) -> tuple[Fraction, bool]:
