@@ -1,17 +1,10 @@
-"""The four counts of training-state bytes that lesson 07 sets side by side: what each includes (`OVERVIEW`),
-and their figures for one worked example (`four`, `table`): ZeRO-2 on one node, without offload and with the
-optimizer offloaded to host memory.
-
-- the ZeRO paper: 16 bytes per parameter of model state, on the GPUs (`memory.per_gpu`);
-- the package's count: the paper's bytes placed as the ZeRO-Offload paper places them, and the PCIe bytes of
-  that design (`offload.offloaded`, `offload.link_bytes`);
-- DeepSpeed's code: what it keeps on the host and sends over PCIe, read from its source
-  (`offload.deepspeed_zero2_host`, `offload.deepspeed_pcie_bytes`);
-- DeepSpeed's estimator: what its `estimate_zero2/zero3_model_states_mem_needs` print, converted to decimal
-  GB (`ds_estimator`).
-
-Per kind of state (`bytes_table`), per node's host (`host_table`) and over PCIe (`pcie_table`), the tables
-set the package's count, DeepSpeed's code and its estimator side by side.
+"""The four counts of training-state bytes that lesson 07 sets side by side (`INCLUDES` says what each
+includes): the ZeRO paper's (`memory.per_gpu`), the package's under offload (`offload.offloaded`,
+`link_bytes`), DeepSpeed's code's (`offload.deepspeed_zero2_host`, `deepspeed_zero3_host`,
+`deepspeed_pcie_bytes`) and DeepSpeed's estimator's (`ds_estimator`). `four` and `table` give their figures
+for ZeRO-2 on one node, without offload and with the optimizer offloaded; `bytes_table` (per kind of state),
+`host_table` (per node's host) and `pcie_table` (over PCIe) set the package's count, DeepSpeed's code and its
+estimator side by side.
 """
 
 from __future__ import annotations
@@ -252,13 +245,15 @@ HOST_HEADER = [
     "host per node: bytes per parameter (GB)",
     "the package's count",
     "DeepSpeed's code, once partitioned",
-    "DeepSpeed's estimator (ZeRO-3: with zero.Init)",
+    "DeepSpeed's estimator, with zero.Init",
+    "DeepSpeed's estimator, without",
 ]
 
 
 def host_table(params: int, gpus: int = 8) -> str:
     """Host memory of one node of `gpus` GPUs for each offload of `offload.ORDER`, by the package's count,
-    DeepSpeed's code and DeepSpeed's estimator (zero.Init at stage 3), as bytes per parameter and in GB."""
+    DeepSpeed's code and DeepSpeed's estimator (with zero.Init and without: they differ at stage 3 only), as
+    bytes per parameter and in GB."""
     gpus = checks.gpus_per_node(gpus, "gpus")  # one node: the host figures are per node
     setup = Setup(checks.params(params), gpus)
     rows = [HOST_HEADER]
@@ -272,13 +267,14 @@ def host_table(params: int, gpus: int = 8) -> str:
             gpus * offload.offloaded(setup.params, gpus, stage, parameters=both)[1].total,
             gpus * code,
             offload.deepspeed_host(setup, stage, what, gpus),
+            offload.deepspeed_host(setup, stage, what, gpus, zero_init=False),
         )
         name = f"{stage.label}, {what.replace('+', ' and ')} offloaded"
         shown = [
             f"{units.format_number(Fraction(b, setup.params))} ({units.format_bytes(b)})" for b in counted
         ]
         rows.append([name, *shown])
-    return tables.markdown(rows, ["---", "--:", "--:", "--:"])
+    return tables.markdown(rows, ["---", "--:", "--:", "--:", "--:"])
 
 
 def pcie_table(params: int, gpus: int, bandwidth) -> str:
