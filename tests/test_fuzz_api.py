@@ -603,6 +603,7 @@ SPECS = {
             "flops_per_second": arg(st.integers(1, 10**18)),
             "bandwidth": arg(RATE),
             "stage": arg(st.sampled_from([1, 2, 3, "ZeRO-3"])),
+            "host_bandwidth": arg(st.sampled_from([None, "200 GB/s", 10**11])),
             "cpu_step": arg(st.sampled_from([None, 1, 4.5, Fraction(1, 3)])),
             "gpus_per_node": arg(GPUS_NODE),
         },

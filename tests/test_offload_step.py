@@ -69,6 +69,20 @@ def test_the_cpu_step_has_a_floor_in_host_memory_bandwidth():
         offload_step.cpu_adam_floor(PSI, "fast")
 
 
+def test_the_step_table_gives_the_cpu_step_its_floor_beside_the_guess():
+    """With host_bandwidth the CPU's row reads 'at least 1.05; guess: about 4.2' and the step 'at least 2.35'
+    (1.304 counted + 1.05); the sum the step is planned by stays the counted part plus the CPU's step."""
+    step = offload_step.step(PSI, 8, 4096, 150 * 10**12, "25 GB/s", host_bandwidth="200 GB/s")
+    adam = step.phases[2]
+    assert adam.floor == offload_step.cpu_adam_floor(PSI, "200 GB/s") == Fraction(21, 20) and adam.estimated
+    assert step.rows()[3][2] == "at least 1.05; guess: about 4.2"
+    assert step.rows()[-1][-1] == "**1.304 + the CPU's step** (at least 2.35; guess: about 5.5)"
+    measured = offload_step.step(PSI, 8, 4096, 150 * 10**12, "25 GB/s", cpu_step=2, host_bandwidth=10**11)
+    assert measured.phases[2].floor is None and measured.rows()[-1][-1] == "**3.304**"  # a measurement wins
+    two_nodes = offload_step.step(PSI, 16, 4096, 150 * 10**12, "25 GB/s", host_bandwidth="200 GB/s")
+    assert two_nodes.phases[2].floor == Fraction(21, 40)  # each node's CPUs update half of Ψ
+
+
 def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
     assert offload_step.cpu_adam_seconds(18 * 10**9) == 10  # the issue's own figure
     two_nodes = offload_step.step(PSI, 16, 4096, 150 * 10**12, "25 GB/s")
@@ -83,6 +97,7 @@ def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
         ({"tokens_per_gpu": 0}, "tokens_per_gpu must be"),
         ({"bandwidth": "fast"}, "bandwidth"),
         ({"stage": 0}, "offload needs a partitioned optimizer: stage must be 1, 2 or 3, got 0"),
+        ({"host_bandwidth": "quick"}, "host_bandwidth"),
         ({"stage": 5}, "stage must be 0, 1, 2 or 3"),
     ],
 )

@@ -45,6 +45,7 @@ class Phase:
     adds: Fraction  #: the seconds it adds to the step (0 when it hides behind the compute)
     why: str  #: why it hides or waits
     estimated: bool = False  #: True when `seconds` is an estimate, not a count
+    floor: Fraction | None = None  #: the least an estimated phase can take, when known
 
 
 @dataclass(frozen=True)
@@ -59,16 +60,17 @@ class Step:
         return sum((phase.adds for phase in self.phases), Fraction(0))
 
     def rows(self) -> list[list[str]]:
-        """The phases and the total as table rows; estimates rounded to 0.1 s, marked "guess" and GUESS; with
-        a guess in it, the total is what was counted plus "the CPU's step", the guessed sum beside it."""
+        """The phases and the total as table rows; estimates rounded to 0.1 s, marked "guess" and GUESS,
+        after their floor when one is known; with a guess in it, the total is what was counted plus "the
+        CPU's step", the sums with the floor and with the guess beside it."""
         guess = any(phase.estimated for phase in self.phases)
+        floor = sum((p.floor for p in self.phases if p.floor is not None), Fraction(0))
 
-        def shown(seconds: Fraction, estimated: bool) -> str:
-            return (
-                f"guess: about {units.format_number(seconds, 1)}"
-                if estimated
-                else units.format_number(seconds)
-            )
+        def shown(seconds: Fraction, estimated: bool, least: Fraction | None = None) -> str:
+            if not estimated:
+                return units.format_number(seconds)
+            about = f"guess: about {units.format_number(seconds, 1)}"
+            return about if least is None else f"at least {units.format_number(least, 2)}; {about}"
 
         rows = [
             ["phase", "PCIe bytes per shard element", "seconds alone", "hides behind compute?", "adds, s"]
@@ -76,11 +78,13 @@ class Step:
         for p in self.phases:
             pcie = "—" if p.pcie is None else str(p.pcie)
             name = f"{p.name} ({GUESS})" if p.estimated else p.name
-            rows.append([name, pcie, shown(p.seconds, p.estimated), p.why, shown(p.adds, p.estimated)])
+            seconds, adds = shown(p.seconds, p.estimated, p.floor), shown(p.adds, p.estimated, p.floor)
+            rows.append([name, pcie, seconds, p.why, adds])
         total = f"**{shown(self.total, False)}**"
         if guess:  # what is counted in bold, the guessed sum beside it
             known = sum((p.adds for p in self.phases if not p.estimated), Fraction(0))
-            total = f"**{shown(known, False)} + the CPU's step** ({shown(self.total, True)})"
+            least = known + floor if floor else None
+            total = f"**{shown(known, False)} + the CPU's step** ({shown(self.total, True, least)})"
         rows.append(["**the step**", "", "", "", total])
         return rows
 
@@ -109,13 +113,18 @@ def cpu_adam_floor(params_per_node: int, bandwidth) -> Fraction:
     return CPU_ADAM_BYTES * params / units.as_rate("bandwidth", bandwidth)
 
 
-def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step) -> tuple[Fraction, bool]:
-    """The CPU's Adam step in seconds, and whether it is an estimate (issue 6834's rate) or `cpu_step`."""
+def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step, host_bandwidth) -> Phase:
+    """The CPU's Adam step: `cpu_step` seconds if measured, else estimated from issue 6834's rate, with
+    `cpu_adam_floor`'s floor when `host_bandwidth` is given."""
+    why = "no: it needs every gradient"
     if cpu_step is not None:
-        limit = (MAX_CPU_STEP, "86,400 s (a day)")
-        return checks.amount("cpu_step", cpu_step, positive=True, high=limit), False
-    sharing = min(checks.gpus_per_node(gpus_per_node), gpus)
-    return cpu_adam_seconds(memory.ceil_div(params * sharing, gpus)), True
+        seconds = checks.amount("cpu_step", cpu_step, positive=True, high=(MAX_CPU_STEP, "86,400 s (a day)"))
+        return Phase("the CPU's Adam step", None, seconds, seconds, why)
+    per_node = memory.ceil_div(params * min(checks.gpus_per_node(gpus_per_node), gpus), gpus)
+    rate = None if host_bandwidth is None else units.as_rate("host_bandwidth", host_bandwidth)
+    floor = None if rate is None else cpu_adam_floor(per_node, rate)
+    guess = cpu_adam_seconds(per_node)
+    return Phase("the CPU's Adam step", None, guess, guess, why, estimated=True, floor=floor)
 
 
 def _down(stage: Stage) -> tuple[str, int]:
@@ -135,9 +144,11 @@ def step(
     stage: StageLike = Stage.ZERO2,
     cpu_step=None,
     gpus_per_node: int = 8,
+    host_bandwidth=None,
 ) -> Step:
     """A step at `stage` (1 to 3) with the optimizer offloaded: compute, DeepSpeed's PCIe trips, and the
-    CPU's Adam step (`cpu_step` seconds if measured, else scaled from issue 6834)."""
+    CPU's Adam step (`cpu_step` seconds if measured, else scaled from issue 6834, with a floor at the host's
+    memory bandwidth `host_bandwidth` when given)."""
     stage, _ = offload.rule(stage, "optimizer")
     rate = units.as_rate("bandwidth", bandwidth)
     elements = memory.shard_elements(params, gpus)
@@ -146,14 +157,14 @@ def step(
     what, down_bytes = _down(stage)
     down = down_bytes * elements / rate
     back = offload.DEEPSPEED_BACK * elements / rate
-    adam, guess = _cpu_adam(params, gpus, gpus_per_node, cpu_step)
+    adam = _cpu_adam(params, gpus, gpus_per_node, cpu_step, host_bandwidth)
     outlasts = max(down - BACKWARD_SHARE * compute, Fraction(0))
     hides = "partly: it outlasts the backward pass" if outlasts else "yes: during the backward pass"
     return Step(
         (
             Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY),
             Phase(what, down_bytes, down, outlasts, hides),
-            Phase("the CPU's Adam step", None, adam, adam, "no: it needs every gradient", guess),
+            adam,
             Phase(
                 "weights back (16-bit)",
                 offload.DEEPSPEED_BACK,
