@@ -222,7 +222,7 @@ def test_the_bytes_table_sums_each_row_s_host_bytes_when_any_row_has_some():
 
 def test_the_host_table_sets_three_counts_side_by_side_per_offload():
     """Each cell against the function its count comes from, on one node of 8 and of 4."""
-    cases = ((8, ("48", "24", "27"), ("48", "48", "48")), (4, ("24", "24", "27"), ("24", "24", "27")))
+    cases = ((8, ("—", "24", "27"), ("48", "48", "48")), (4, ("—", "24", "27"), ("24", "24", "27")))
     for gpus, estimator, without in cases:
         rows = [line.split(" | ") for line in counts.host_table(PSI, gpus).splitlines()[2:]]
         assert [r[0].lstrip("| ") for r in rows] == [
@@ -232,12 +232,15 @@ def test_the_host_table_sets_three_counts_side_by_side_per_offload():
         ]
         assert [r[1].split(" (")[0] for r in rows] == ["14", "14", "16"]  # the package's count
         assert [r[2].split(" (")[0] for r in rows] == ["18", "18", "20"]  # DeepSpeed's code
-        assert [r[3].split(" (")[0] for r in rows] == list(estimator)  # max(16, 4 × GPUs) × 1.5 at stage 2
+        assert [r[3].split(" (")[0] for r in rows] == list(estimator)  # with zero.Init: stage 3 only
         assert [r[4].split(" (")[0] for r in rows] == list(
             without
         )  # stage 3 without zero.Init: max(4 × GPUs, 16 or 18)
     eight = counts.host_table(PSI, 8)
     assert "48 (360 GB)" in eight and "14 (105 GB)" in eight and "27 (202.5 GB)" in eight
+    assert (
+        eight.splitlines()[2].split(" | ")[3] == "—"
+    )  # zero.Init is stage 3's: ZeRO-2 has one estimator line
     assert f"{units.format_bytes(8 * offload.deepspeed_zero3_host(PSI, 8, parameters=True))})" in eight
 
 

@@ -26,7 +26,8 @@ INCLUDES = {
     "`link_bytes`)",
     "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
     "over PCIe: more than the design, with the gradients in fp32; read from its source (the lesson's first "
-    "fold names its buffers and functions), printed by no DeepSpeed function",
+    "fold names its buffers and functions), printed by no DeepSpeed function; the package's NVMe functions "
+    "follow it",
     "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
     "their GiB to decimal GB: fp32 copies and a margin, on the GPU and the host, no traffic",
 }
@@ -273,6 +274,8 @@ def host_table(params: int, gpus: int = 8) -> str:
         shown = [
             f"{units.format_number(Fraction(b, setup.params))} ({units.format_bytes(b)})" for b in counted
         ]
+        if stage is not Stage.ZERO3:  # zero.Init is stage 3's: stage 2's estimator has one line
+            shown[2] = "—"
         rows.append([name, *shown])
     return tables.markdown(rows, ["---", "--:", "--:", "--:", "--:"])
 

@@ -11,7 +11,7 @@ from html import escape
 
 from .. import checks, units
 from ..planning.step_effects import EffectTable
-from ..planning.step_parts import KINDS, Phase, Timeline
+from ..planning.step_parts import KINDS, TRANSIENT, Phase, Timeline
 from ..planning.step_picks import Pick
 
 
@@ -85,6 +85,35 @@ def kinds_table(phases: dict, unit: str = "GB") -> Table:
     head = ("kind", *(f"{label} {unit}" for label in labels))
     head += (f"{labels[1]} − {labels[0]} {unit}",) if len(labels) == 2 else ()
     return Table(head, tuple(body), (False, *[True] * (len(head) - 1)))
+
+
+def _held(timeline: Timeline, kind: str) -> str:
+    """When `timeline` holds bytes of `kind`: "—", "all step", or its first and last phase ("…" between them,
+    "with gaps" when it lets go in between)."""
+    held = [i for i, phase in enumerate(timeline.phases) if phase.bytes_of(kind)]
+    if not held:
+        return "—"
+    if len(held) == len(timeline.phases):
+        return "all step"
+    first, last = timeline.phases[held[0]].name, timeline.phases[held[-1]].name
+    span = first if first == last else f"{first} … {last}"
+    return span if held[-1] - held[0] + 1 == len(held) else f"{span}, with gaps"
+
+
+def lifetimes_table(timelines: dict) -> Table:
+    """When each setup (`timelines`: column label -> Timeline) holds gradients and each kind of transient
+    buffer: one row per kind any of them holds, one column per setup, "—" where it holds none."""
+    if not isinstance(timelines, dict) or not timelines or not all(isinstance(k, str) for k in timelines):
+        raise TypeError(
+            f"timelines must be a non-empty dict of label -> Timeline, got {checks.shown(timelines)}"
+        )
+    for label, timeline in timelines.items():
+        checks.instance(
+            f"timelines[{label!r}]", timeline, Timeline, "a planning Timeline, e.g. timeline(...)"
+        )
+    kinds = [k for k in ("gradients", *TRANSIENT) if any(_held(t, k) != "—" for t in timelines.values())]
+    body = tuple((kind, *(_held(t, kind) for t in timelines.values())) for kind in kinds)
+    return Table(("held", *timelines), body, (False,) * (len(timelines) + 1))
 
 
 def peak_table(timelines, unit: str = "GB") -> Table:
