@@ -253,8 +253,8 @@ HOST_HEADER = [
 
 def host_table(params: int, gpus: int = 8) -> str:
     """Host memory of one node of `gpus` GPUs for each offload of `offload.ORDER`, by the package's count,
-    DeepSpeed's code and DeepSpeed's estimator (with zero.Init and without: they differ at stage 3 only), as
-    bytes per parameter and in GB."""
+    DeepSpeed's code and DeepSpeed's estimator (with zero.Init, a stage-3 line, and without), as bytes per
+    parameter and in GB."""
     gpus = checks.gpus_per_node(gpus, "gpus")  # one node: the host figures are per node
     setup = Setup(checks.params(params), gpus)
     rows = [HOST_HEADER]
@@ -286,13 +286,12 @@ def pcie_table(params: int, gpus: int, bandwidth) -> str:
     rate = units.as_rate("bandwidth", bandwidth)
     elements = memory.shard_elements(checks.params(params), gpus)
     head = f"PCIe per GPU per step at {units.format_rate(rate)} (bytes per shard element: total, time)"
-    rows = [[head, "the package's count", "DeepSpeed's code"]]
+    rows, number = [[head, "the package's count", "DeepSpeed's code"]], units.format_number
     for stage, what in offload.ORDER:
         both = what != "optimizer"
         counted = [offload.link_bytes(params, gpus, stage, parameters=both)]
         if not both:  # DeepSpeed's code is counted for the optimizer offloads only
             counted.append(offload.deepspeed_pcie_bytes(params, gpus, stage))
-        number = units.format_number
         shown = [f"{number(b / elements)} B: {units.format_bytes(b)}, {number(b / rate)} s" for b in counted]
         rows.append(
             [f"{stage.label}, {what.replace('+', ' and ')} offloaded", *shown, *["measure it"] * both]
