@@ -79,6 +79,8 @@ def test_the_step_table_gives_the_cpu_step_its_floor_beside_the_guess():
     assert step.rows()[-1][-1] == "**1.304 + the CPU's step** (at least 2.35; guess: about 5.5)"
     measured = offload_step.step(PSI, 8, 4096, 150 * 10**12, "25 GB/s", cpu_step=2, host_bandwidth=10**11)
     assert measured.phases[2].floor is None and measured.rows()[-1][-1] == "**3.304**"  # a measurement wins
+    with pytest.raises(ValueError, match="host_bandwidth"):  # checked even when a measurement makes it unused
+        offload_step.step(PSI, 8, 4096, 150 * 10**12, "25 GB/s", cpu_step=2, host_bandwidth="quick")
     two_nodes = offload_step.step(PSI, 16, 4096, 150 * 10**12, "25 GB/s", host_bandwidth="200 GB/s")
     assert two_nodes.phases[2].floor == Fraction(21, 40)  # each node's CPUs update half of Ψ
 

@@ -117,11 +117,11 @@ def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step, host_bandwid
     """The CPU's Adam step: `cpu_step` seconds if measured, else estimated from issue 6834's rate, with
     `cpu_adam_floor`'s floor when `host_bandwidth` is given."""
     why = "no: it needs every gradient"
+    rate = None if host_bandwidth is None else units.as_rate("host_bandwidth", host_bandwidth)
     if cpu_step is not None:
         seconds = checks.amount("cpu_step", cpu_step, positive=True, high=(MAX_CPU_STEP, "86,400 s (a day)"))
         return Phase("the CPU's Adam step", None, seconds, seconds, why)
     per_node = memory.ceil_div(params * min(checks.gpus_per_node(gpus_per_node), gpus), gpus)
-    rate = None if host_bandwidth is None else units.as_rate("host_bandwidth", host_bandwidth)
     floor = None if rate is None else cpu_adam_floor(per_node, rate)
     guess = cpu_adam_seconds(per_node)
     return Phase("the CPU's Adam step", None, guess, guess, why, estimated=True, floor=floor)
