@@ -132,8 +132,23 @@ def _code(host: dict[str, int], weights: str) -> dict[int, tuple[int, str]]:
 #: each of their rows adds the 16-bit weights where its offload leaves them.
 PACKAGE_HOST = {1: (2, "host"), 3: (4, "host"), 4: (8, "host")}
 ESTIMATOR_HOST = {2: (4, "host*"), 3: (4, "host*"), 4: (8, "host*")}
-#: The "also" of DeepSpeed's estimator's ZeRO-3 offload rows: its buffer, and how the host figure is shared.
+#: The "also" of DeepSpeed's estimator's offload rows: at ZeRO-2 its formula; at ZeRO-3 its buffer, and how
+#: the host figure is shared.
+ZERO2_ALSO = "it prints max(16, 4 × GPUs) × 1.5 per parameter: 48 on one node of 8"
 ZERO3_ALSO = "GPU: and 4 per parameter of the largest layer; host: × 1.5 ÷ nodes with zero.Init"
+
+
+def _offloaded(choice: str, weights: str, code_weights: str, code_host: dict[str, int], also: str) -> tuple:
+    """PLACES' three rows for one offload `choice`: the package's count, DeepSpeed's code and its estimator,
+    which differ in where they put the 16-bit weights (`weights`; the estimator's starred at ZeRO-3)."""
+    starred = weights if weights == "GPU" else f"{weights}*"  # it prints 2Ψ whole on the GPU: no reading
+    return (
+        (f"the package's count, {choice}", {0: (2, weights)} | PACKAGE_HOST, ""),
+        (f"DeepSpeed's code, {choice}", _code(code_host, code_weights), PARTITIONED),
+        (f"DeepSpeed's estimator, {choice}", {0: (2, starred)} | ESTIMATOR_HOST, also),
+    )
+
+
 #: Where each count puts each kind, for ZeRO-2 (and ZeRO-3 last): (bytes per parameter, where, also).
 #: Where: "GPU" whole on every GPU, "÷ N" split across the N GPUs, "host" in host memory.
 PLACES = (
@@ -143,56 +158,16 @@ PLACES = (
         {0: (2, "GPU"), 1: (2, "÷ N"), 2: (4, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")},
         "",
     ),
-    (
-        "the package's count, optimizer offloaded",
-        {0: (2, "GPU")} | PACKAGE_HOST,
-        "",
-    ),
-    (
-        "DeepSpeed's code, optimizer offloaded",
-        _code(offload.DEEPSPEED_ZERO2_HOST, "GPU, 2 host"),
-        PARTITIONED,
-    ),
-    (
-        "DeepSpeed's estimator, optimizer offloaded",
-        {0: (2, "GPU")} | ESTIMATOR_HOST,
-        "it prints max(16, 4 × GPUs) × 1.5 per parameter: 48 on one node of 8",
-    ),
+    *_offloaded("optimizer offloaded", "GPU", "GPU, 2 host", offload.DEEPSPEED_ZERO2_HOST, ZERO2_ALSO),
     ("the ZeRO paper, ZeRO-3", {0: (2, "÷ N"), 1: (2, "÷ N"), 3: (4, "÷ N"), 4: (8, "÷ N")}, ""),
     (
         "DeepSpeed's estimator, ZeRO-3",
         {0: (2, "÷ N*"), 2: (4, "÷ N*"), 3: (4, "÷ N*"), 4: (8, "÷ N*")},
         "4 per parameter of the largest layer",
     ),
-    (
-        "the package's count, ZeRO-3, optimizer offloaded",
-        {0: (2, "÷ N")} | PACKAGE_HOST,
-        "",
-    ),
-    (
-        "DeepSpeed's code, ZeRO-3, optimizer offloaded",
-        _code(offload.DEEPSPEED_ZERO3_HOST, "÷ N"),
-        PARTITIONED,
-    ),
-    (
-        "DeepSpeed's estimator, ZeRO-3, optimizer offloaded",
-        {0: (2, "÷ N*")} | ESTIMATOR_HOST,
-        ZERO3_ALSO,
-    ),
-    (
-        "the package's count, ZeRO-3, optimizer and parameters offloaded",
-        {0: (2, "host")} | PACKAGE_HOST,
-        "",
-    ),
-    (
-        "DeepSpeed's code, ZeRO-3, optimizer and parameters offloaded",
-        _code(offload.DEEPSPEED_ZERO3_HOST, "host"),
-        PARTITIONED,
-    ),
-    (
-        "DeepSpeed's estimator, ZeRO-3, optimizer and parameters offloaded",
-        {0: (2, "host*")} | ESTIMATOR_HOST,
-        ZERO3_ALSO,
+    *_offloaded("ZeRO-3, optimizer offloaded", "÷ N", "÷ N", offload.DEEPSPEED_ZERO3_HOST, ZERO3_ALSO),
+    *_offloaded(
+        "ZeRO-3, optimizer and parameters offloaded", "host", "host", offload.DEEPSPEED_ZERO3_HOST, ZERO3_ALSO
     ),
 )
 #: The rows lesson 06 shows: the paper against DeepSpeed's estimator, without offload, at stages 2 and 3.
@@ -251,6 +226,11 @@ HOST_HEADER = [
 ]
 
 
+def _choice(stage: Stage, what: str) -> str:
+    """An offload choice of `offload.ORDER` as a row label: "ZeRO-3, optimizer and parameters offloaded"."""
+    return f"{stage.label}, {what.replace('+', ' and ')} offloaded"
+
+
 def host_table(params: int, gpus: int = 8) -> str:
     """Host memory of one node of `gpus` GPUs for each offload of `offload.ORDER`, by the package's count,
     DeepSpeed's code and DeepSpeed's estimator (with zero.Init, a stage-3 line, and without), as bytes per
@@ -270,7 +250,7 @@ def host_table(params: int, gpus: int = 8) -> str:
             offload.deepspeed_host(setup, stage, what, gpus),
             offload.deepspeed_host(setup, stage, what, gpus, zero_init=False),
         )
-        name = f"{stage.label}, {what.replace('+', ' and ')} offloaded"
+        name = _choice(stage, what)
         shown = [
             f"{units.format_number(Fraction(b, setup.params))} ({units.format_bytes(b)})" for b in counted
         ]
@@ -293,7 +273,5 @@ def pcie_table(params: int, gpus: int, bandwidth) -> str:
         if not both:  # DeepSpeed's code is counted for the optimizer offloads only
             counted.append(offload.deepspeed_pcie_bytes(params, gpus, stage))
         shown = [f"{number(b / elements)} B: {units.format_bytes(b)}, {number(b / rate)} s" for b in counted]
-        rows.append(
-            [f"{stage.label}, {what.replace('+', ' and ')} offloaded", *shown, *["measure it"] * both]
-        )
+        rows.append([_choice(stage, what), *shown, *["measure it"] * both])
     return tables.markdown(rows, ["---", "--:", "--:"])

@@ -129,9 +129,12 @@ def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step, host_bandwid
 
 def _down(stage: Stage) -> tuple[str, int]:
     """What crosses PCIe during the backward pass, and its bytes per shard element, by DeepSpeed's code."""
-    if stage == Stage.ZERO3:  # stage3.py's partition_grads: 16 bits to the host buffer and back, then fp32
-        return "gradients down and back (16-bit), then down (fp32)", offload.DEEPSPEED_PCIE[stage] - 2
-    return "gradients down (fp32)", offload.DEEPSPEED_DOWN
+    # all of DeepSpeed's PCIe bytes but the weights' trip back; stage3.py's partition_grads first sends the
+    # gradient in 16 bits to the host buffer and back
+    down = offload.DEEPSPEED_PCIE[stage] - offload.DEEPSPEED_BACK
+    if stage == Stage.ZERO3:
+        return "gradients down and back (16-bit), then down (fp32)", down
+    return "gradients down (fp32)", down
 
 
 def step(
