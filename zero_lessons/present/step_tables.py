@@ -67,14 +67,21 @@ def parts_table(phase: Phase, unit: str = "GB") -> Table:
     return Table(("kind", unit, "why it is there"), (*body, total), (False, True, False))
 
 
+def _labelled(field: str, value, kind: type, example: str) -> None:
+    """Check that `value` is a non-empty dict of text labels to `kind`, naming `field` in the error."""
+    if not isinstance(value, dict) or not value or not all(isinstance(k, str) for k in value):
+        raise TypeError(
+            f"{field} must be a non-empty dict of label -> {kind.__name__}, got {checks.shown(value)}"
+        )
+    for label, item in value.items():
+        checks.instance(f"{field}[{label!r}]", item, kind, example)
+
+
 def kinds_table(phases: dict, unit: str = "GB") -> Table:
     """Bytes of each kind of part at several phases side by side (`phases`: column label -> Phase), every kind
     any of them holds, in KINDS order, then the total; with two phases, a last column of the second minus the
     first, taken from the values as shown, so each row adds up as printed."""
-    if not isinstance(phases, dict) or not phases or not all(isinstance(k, str) for k in phases):
-        raise TypeError(f"phases must be a non-empty dict of label -> Phase, got {checks.shown(phases)}")
-    for label, phase in phases.items():
-        checks.instance(f"phases[{label!r}]", phase, Phase, "a planning Phase, e.g. timeline(...).peak")
+    _labelled("phases", phases, Phase, "a planning Phase, e.g. timeline(...).peak")
     unit, labels, columns = units.unit_name(unit), list(phases), list(phases.values())
     rows = [(k, [p.bytes_of(k) for p in columns]) for k in KINDS if any(p.bytes_of(k) for p in columns)]
     body = []
@@ -103,16 +110,9 @@ def _held(timeline: Timeline, kind: str) -> str:
 def lifetimes_table(timelines: dict) -> Table:
     """When each setup (`timelines`: column label -> Timeline) holds gradients and each kind of transient
     buffer: one row per kind any of them holds, one column per setup, "—" where it holds none."""
-    if not isinstance(timelines, dict) or not timelines or not all(isinstance(k, str) for k in timelines):
-        raise TypeError(
-            f"timelines must be a non-empty dict of label -> Timeline, got {checks.shown(timelines)}"
-        )
-    for label, timeline in timelines.items():
-        checks.instance(
-            f"timelines[{label!r}]", timeline, Timeline, "a planning Timeline, e.g. timeline(...)"
-        )
-    kinds = [k for k in ("gradients", *TRANSIENT) if any(_held(t, k) != "—" for t in timelines.values())]
-    body = tuple((kind, *(_held(t, kind) for t in timelines.values())) for kind in kinds)
+    _labelled("timelines", timelines, Timeline, "a planning Timeline, e.g. timeline(...)")
+    cells = {kind: [_held(t, kind) for t in timelines.values()] for kind in ("gradients", *TRANSIENT)}
+    body = tuple((kind, *held) for kind, held in cells.items() if any(h != "—" for h in held))
     return Table(("held", *timelines), body, (False,) * (len(timelines) + 1))
 
 
