@@ -22,14 +22,12 @@ INCLUDES = {
     "the ZeRO paper": "the model state of the earlier lessons (16-bit weights and gradients, the optimizer "
     "state), all on the GPUs: no offload",
     "the package's count": "the paper's bytes, placed as the ZeRO-Offload and ZeRO-Infinity papers design "
-    "it: what a GPU moves off lands on the host in the same bytes (`offload.offloaded`; over PCIe, "
-    "`link_bytes`)",
+    "it: what leaves a GPU lands on the host in the same bytes",
     "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
-    "over PCIe: more than the design, with the gradients in fp32; read from its source (the lesson's first "
-    "fold names its buffers and functions), printed by no DeepSpeed function; the package's NVMe functions "
-    "follow it",
-    "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
-    "their GiB to decimal GB: fp32 copies and a margin, on the GPU and the host, no traffic",
+    "over PCIe: more than the design, as its gradients go to the host in fp32; read from its code, "
+    "printed by no DeepSpeed function",
+    "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), in decimal GB: "
+    "fp32 copies and a safety margin, on the GPU and the host; no traffic",
 }
 #: What each offload count includes and where it comes from (the paper's has no offload), as a Markdown table.
 OVERVIEW = tables.markdown(

@@ -100,7 +100,7 @@ def host_reason(
     ours, theirs = (units.format_number(Fraction(b * nodes, setup.params), 2) for b in (plan.host, ds_host))
     together = f", all {nodes:,} nodes together" if nodes > 1 else ""
     return (
-        f"{head}: DeepSpeed's accounting does not fit, because {offload.DEEPSPEED_HOST[plan.stage]} "
+        f"{head}: does not fit by DeepSpeed's estimator, which {offload.DEEPSPEED_HOST[plan.stage]} "
         f"({theirs} bytes per parameter in host memory{together}, where the package counts {ours})"
     )
 

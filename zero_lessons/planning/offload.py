@@ -45,11 +45,10 @@ ORDER = ((Stage.ZERO2, "optimizer"), (Stage.ZERO3, "optimizer"), (Stage.ZERO3, "
 
 #: Why DeepSpeed's host estimate exceeds the package's count, by the stage of the offload.
 DEEPSPEED_HOST = {
-    Stage.ZERO2: "DeepSpeed's ZeRO-2 offload estimate grows with the cluster: max(4 × GPUs, 16) bytes per "
-    "parameter on every node, times a margin of 1.5",
-    Stage.ZERO3: "DeepSpeed's estimator counts the gradients on the host in fp32 (4 bytes per parameter; "
-    "the package counts them in 16 bits, 2, and DeepSpeed's stage-3 code keeps both) and multiplies by a "
-    "margin of 1.5",
+    Stage.ZERO2: "grows with the cluster: max(4 × GPUs, 16) bytes per parameter on every node (an fp32 copy "
+    "of the model for each of the job's processes), times a margin of 1.5",
+    Stage.ZERO3: "counts the gradients on the host in fp32 (4 bytes per parameter, where the package "
+    "counts 2) and multiplies by a margin of 1.5",
 }
 
 

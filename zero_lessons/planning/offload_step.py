@@ -8,8 +8,8 @@ Collectives between GPUs are left out.
 
 The CPU's Adam step is no byte count. Unless it is given, it is scaled from one report (DeepSpeed issue 6834:
 about 10 s per optimizer step for 18 × 10⁹ parameters per node's CPUs, which a DeepSpeed maintainer agreed was
-too slow): a rough, probably pessimistic guess, to be replaced by a measured time. `cpu_adam_floor` gives the
-other bound: the time to stream Adam's bytes through host memory and nothing else.
+too slow): a rough, probably pessimistic guess, to be replaced by a measured time. Given the host's memory
+bandwidth, `cpu_adam_floor` gives a floor instead: the time to stream Adam's bytes through host memory alone.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ ISSUE_6834 = (10, 72 * 10**9 // 4)
 BACKWARD_SHARE = Fraction(2, 3)
 #: How the step table labels the CPU's Adam step when it is scaled from issue 6834, not measured.
 GUESS = "measure it; guessed here from one slow report"
+#: How it labels the CPU's Adam step when only its floor in host memory bandwidth is known.
+FLOOR = "measure it; at least the time its bytes take through host memory"
 #: Longest CPU step `step` accepts, in seconds (a day).
 MAX_CPU_STEP = 86_400
 
@@ -60,37 +62,36 @@ class Step:
         return sum((phase.adds for phase in self.phases), Fraction(0))
 
     def rows(self) -> list[list[str]]:
-        """The phases and the total as table rows; estimates rounded to 0.1 s, marked "guess" and GUESS,
-        after their floor when one is known; with a guess in it, the total is what was counted plus "the
-        CPU's step", the sums with the floor and with the guess beside it."""
-        guess = any(phase.estimated for phase in self.phases)
-        floor = sum((p.floor for p in self.phases if p.floor is not None), Fraction(0))
-
-        def shown(seconds: Fraction, estimated: bool, least: Fraction | None = None) -> str:
-            if not estimated:
-                return units.format_number(seconds)
-            about = f"guess: about {units.format_number(seconds, 1)}"
-            return about if least is None else f"at least {units.format_number(least, 2)}; {about}"
-
+        """The phases and the total as table rows. An estimated CPU step reads "at least X" (its floor, to
+        0.01 s) or "guess: about X" (scaled from issue 6834, to 0.1 s), labelled FLOOR or GUESS; the total is
+        then what was counted plus "the CPU's step", with the estimated sum beside it."""
         rows = [
             ["phase", "PCIe bytes per shard element", "seconds alone", "hides behind compute?", "adds, s"]
         ]
         for p in self.phases:
             pcie = "—" if p.pcie is None else str(p.pcie)
-            name = f"{p.name} ({GUESS})" if p.estimated else p.name
-            seconds, adds = shown(p.seconds, p.estimated, p.floor), shown(p.adds, p.estimated, p.floor)
-            rows.append([name, pcie, seconds, p.why, adds])
-        total = f"**{shown(self.total, False)}**"
-        if guess:  # what is counted in bold, the guessed sum beside it
+            name = f"{p.name} ({FLOOR if p.floor is not None else GUESS})" if p.estimated else p.name
+            rows.append([name, pcie, _shown(p.seconds, p), p.why, _shown(p.adds, p)])
+        total = f"**{units.format_number(self.total)}**"
+        estimated = [p for p in self.phases if p.estimated]
+        if estimated:  # what is counted in bold, the estimated sum beside it
             known = sum((p.adds for p in self.phases if not p.estimated), Fraction(0))
-            least = known + floor if floor else None
-            total = f"**{shown(known, False)} + the CPU's step** ({shown(self.total, True, least)})"
+            total = f"**{units.format_number(known)} + the CPU's step** ({_shown(self.total, estimated[0])})"
         rows.append(["**the step**", "", "", "", total])
         return rows
 
     def table(self) -> str:
         """`rows` as a Markdown table."""
         return tables.markdown(self.rows(), ["---", "--:", "--:", "---", "--:"])
+
+
+def _shown(seconds: Fraction, phase: Phase) -> str:
+    """`seconds` as the table shows them for `phase`: exact when counted, else as its floor or guess."""
+    if not phase.estimated:
+        return units.format_number(seconds)
+    if phase.floor is not None:
+        return f"at least {units.format_number(seconds, 2)}"
+    return f"guess: about {units.format_number(seconds, 1)}"
 
 
 def cpu_adam_seconds(params_per_node: int) -> Fraction:
@@ -114,17 +115,19 @@ def cpu_adam_floor(params_per_node: int, bandwidth) -> Fraction:
 
 
 def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step, host_bandwidth) -> Phase:
-    """The CPU's Adam step: `cpu_step` seconds if measured, else estimated from issue 6834's rate, with
-    `cpu_adam_floor`'s floor when `host_bandwidth` is given."""
+    """The CPU's Adam step: `cpu_step` seconds if measured; else `cpu_adam_floor`'s floor when
+    `host_bandwidth` is given, and issue 6834's scaled rate when not."""
     why = "no: it needs every gradient"
     rate = None if host_bandwidth is None else units.as_rate("host_bandwidth", host_bandwidth)
     if cpu_step is not None:
         seconds = checks.amount("cpu_step", cpu_step, positive=True, high=(MAX_CPU_STEP, "86,400 s (a day)"))
         return Phase("the CPU's Adam step", None, seconds, seconds, why)
     per_node = memory.ceil_div(params * min(checks.gpus_per_node(gpus_per_node), gpus), gpus)
-    floor = None if rate is None else cpu_adam_floor(per_node, rate)
+    if rate is not None:  # the floor, where issue 6834's report is probably too slow
+        floor = cpu_adam_floor(per_node, rate)
+        return Phase("the CPU's Adam step", None, floor, floor, why, estimated=True, floor=floor)
     guess = cpu_adam_seconds(per_node)
-    return Phase("the CPU's Adam step", None, guess, guess, why, estimated=True, floor=floor)
+    return Phase("the CPU's Adam step", None, guess, guess, why, estimated=True)
 
 
 def _down(stage: Stage) -> tuple[str, int]:
@@ -150,8 +153,8 @@ def step(
     host_bandwidth=None,
 ) -> Step:
     """A step at `stage` (1 to 3) with the optimizer offloaded: compute, DeepSpeed's PCIe trips, and the
-    CPU's Adam step (`cpu_step` seconds if measured, else scaled from issue 6834, with a floor at the host's
-    memory bandwidth `host_bandwidth` when given)."""
+    CPU's Adam step (`cpu_step` seconds if measured; else, given the host's memory bandwidth
+    `host_bandwidth`, its floor there; else scaled from issue 6834)."""
     stage, _ = offload.rule(stage, "optimizer")
     rate = units.as_rate("bandwidth", bandwidth)
     elements = memory.shard_elements(params, gpus)
