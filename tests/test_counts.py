@@ -246,14 +246,18 @@ def test_the_host_table_sets_three_counts_side_by_side_per_offload():
 
 def test_the_pcie_table_sets_the_design_beside_deepspeeds_code():
     """4 B of the design per shard element (2 down, 2 back; 6 with parameter offload's second trip up) against
-    DeepSpeed's 6 and 10; Ψ/8 elements at 25 GB/s, each cell against its function."""
+    DeepSpeed's 6 and 10, and 10 to 12 with the parameters offloaded (stage 3's 8 B of gradient trips, a
+    16-bit fetch for the forward pass and at most one for the backward); Ψ/8 elements at 25 GB/s, each cell
+    against its function."""
     rows = [line.split(" | ") for line in counts.pcie_table(PSI, 8, "25 GB/s").splitlines()[2:]]
     assert [r[1] for r in rows] == ["4 B: 3.75 GB, 0.15 s", "4 B: 3.75 GB, 0.15 s", "6 B: 5.625 GB, 0.225 s"]
     assert [r[2].rstrip(" |") for r in rows] == [
         "6 B: 5.625 GB, 0.225 s",
         "10 B: 9.375 GB, 0.375 s",
-        "measure it",
+        "10 to 12 B: 9.375 GB to 11.25 GB, 0.375 to 0.45 s",
     ]
+    assert counts.PARAMS_PCIE == (8 + 2, 8 + 2 + 2)
+    assert offload.DEEPSPEED_PCIE[Stage.ZERO3] - offload.DEEPSPEED_BACK == 2 + 2 + 4  # the gradients' trips
     code = offload.deepspeed_pcie_bytes(PSI, 8, Stage.ZERO3)
     assert f"{units.format_bytes(code)}, {units.format_number(code / (25 * GB))} s" in rows[1][2]
     design = offload.link_bytes(PSI, 8, Stage.ZERO3, parameters=True)

@@ -26,7 +26,8 @@ INCLUDES = {
     "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
     "over PCIe: more than the design, as its gradients go to the host in fp32; read from its code, "
     "printed by no DeepSpeed function",
-    "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), in decimal GB: "
+    "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
+    "their GiB to decimal GB: "
     "fp32 copies and a safety margin, on the GPU and the host; no traffic",
 }
 #: What each offload count includes and where it comes from (the paper's has no offload), as a Markdown table.
@@ -36,6 +37,13 @@ OVERVIEW = tables.markdown(
         *([f"**{n}**", i] for n, i in INCLUDES.items() if n != "the ZeRO paper"),
     ],
     ["---", "---"],
+)
+#: DeepSpeed's stage-3 PCIe bytes per shard element with the parameters offloaded too, least and most: the
+#: gradients' trips as without (2 + 2 + 4), the 16-bit weight shard fetched for the forward pass (2) and,
+#: unless the layer is still held, again for the backward pass (2); the CPU updates the weights on the host.
+PARAMS_PCIE = (
+    offload.DEEPSPEED_PCIE[Stage.ZERO3] - offload.DEEPSPEED_BACK + 2,
+    offload.DEEPSPEED_PCIE[Stage.ZERO3] - offload.DEEPSPEED_BACK + 2 + 2,
 )
 #: The recap table's header: each count's figures for ZeRO-2 on one node, in decimal GB.
 HEADER = [
@@ -260,16 +268,21 @@ def host_table(params: int, gpus: int = 8) -> str:
 
 def pcie_table(params: int, gpus: int, bandwidth) -> str:
     """Bytes one GPU's share sends over PCIe per step for each offload of `offload.ORDER`, by the package's
-    count and by DeepSpeed's code, as bytes per shard element, GB and seconds at `bandwidth`."""
+    count and by DeepSpeed's code (a range, `PARAMS_PCIE`, with the parameters offloaded), as bytes per shard
+    element, GB and seconds at `bandwidth`."""
     rate = units.as_rate("bandwidth", bandwidth)
     elements = memory.shard_elements(checks.params(params), gpus)
     head = f"PCIe per GPU per step at {units.format_rate(rate)} (bytes per shard element: total, time)"
     rows, number = [[head, "the package's count", "DeepSpeed's code"]], units.format_number
+
+    def cell(*per_element) -> str:  # bytes per shard element, one figure or a least and a most
+        sizes = " to ".join(units.format_bytes(b * elements) for b in per_element)
+        times = " to ".join(number(b * elements / rate) for b in per_element)
+        return f"{' to '.join(map(number, per_element))} B: {sizes}, {times} s"
+
     for stage, what in offload.ORDER:
         both = what != "optimizer"
-        counted = [offload.link_bytes(params, gpus, stage, parameters=both)]
-        if not both:  # DeepSpeed's code is counted for the optimizer offloads only
-            counted.append(offload.deepspeed_pcie_bytes(params, gpus, stage))
-        shown = [f"{number(b / elements)} B: {units.format_bytes(b)}, {number(b / rate)} s" for b in counted]
-        rows.append([_choice(stage, what), *shown, *["measure it"] * both])
+        design = offload.link_bytes(params, gpus, stage, parameters=both) / elements
+        code = PARAMS_PCIE if both else (offload.DEEPSPEED_PCIE[stage],)
+        rows.append([_choice(stage, what), cell(design), cell(*code)])
     return tables.markdown(rows, ["---", "--:", "--:"])
