@@ -2,9 +2,12 @@
 
 By DeepSpeed's code (`offload.DEEPSPEED_PCIE`): each GPU's gradient shard goes down in fp32 during the
 backward pass (stage 3 first sends it in 16 bits to a host buffer and back), so it hides behind that pass (two
-thirds of the compute: 4Ψ of the 6Ψ FLOPs per token), and only what outlasts it adds to the step. The CPU's
-Adam step needs every gradient, and the updated 16-bit weights come back only after it, so both wait.
-Collectives between GPUs are left out.
+thirds of the compute: 4Ψ of the 6Ψ FLOPs per token), and only what outlasts it adds to the step. At
+stage 3 every GPU gets its slice of each gradient as it is reduced, so its trip can spread over the whole
+backward pass. At stages 1 and 2 each GPU owns a contiguous slice of the flat buffer, and the GPU that owns
+the first layers gets its gradients only in about the last 1/N of the backward pass: its trip hides only
+there, and the step waits for it. The CPU's Adam step needs every gradient, and the updated 16-bit weights
+come back only after it, so both wait. Collectives between GPUs are left out.
 
 The CPU's Adam step is no byte count. Unless it is given, it is scaled from one report (DeepSpeed issue 6834:
 about 10 s per optimizer step for 18 × 10⁹ parameters per node's CPUs, which a DeepSpeed maintainer agreed was
@@ -140,6 +143,16 @@ def _down(stage: Stage) -> tuple[str, int]:
     return "gradients down (fp32)", down
 
 
+def _window(stage: Stage, compute: Fraction, gpus: int) -> tuple[Fraction, str]:
+    """The part of the backward pass in which the last GPU to get its gradients can send them down, and its
+    name: all of it at stage 3; at stages 1 and 2, about its last 1/N, where the first layers' gradients
+    arrive (the backward pass's time taken as even over the parameters)."""
+    backward = BACKWARD_SHARE * compute
+    if stage == Stage.ZERO3 or gpus == 1:
+        return backward, "the backward pass"
+    return backward / gpus, f"the backward pass's last 1/{gpus}, when the first layers' gradients arrive"
+
+
 def step(
     params: int,
     gpus: int,
@@ -161,11 +174,11 @@ def step(
     tokens = checks.whole("tokens_per_gpu", tokens_per_gpu, high=offload.MAX_TOKENS)
     compute = offload.compute_time(params, tokens, flops_per_second)
     what, down_bytes = _down(stage)
-    down = down_bytes * elements / rate
-    back = offload.DEEPSPEED_BACK * elements / rate
+    down, back = (b * elements / rate for b in (down_bytes, offload.DEEPSPEED_BACK))
     adam = _cpu_adam(params, gpus, gpus_per_node, cpu_step, host_bandwidth)
-    outlasts = max(down - BACKWARD_SHARE * compute, Fraction(0))
-    hides = "partly: it outlasts the backward pass" if outlasts else "yes: during the backward pass"
+    window, where = _window(stage, compute, gpus)
+    outlasts = max(down - window, Fraction(0))
+    hides = f"partly: it outlasts {where}" if outlasts else f"yes: during {where}"
     return Step(
         (
             Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY),
