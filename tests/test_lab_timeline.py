@@ -43,6 +43,32 @@ def test_the_counter_counts_storages_once_from_birth_to_death():
     assert counter.counted([a, view]) == 0 and counter.unseen == {}
 
 
+def test_the_losss_four_fp32_copies_are_its_backward_temporaries():
+    """Lesson 10's loss fold: `y.float().pow(2).mean()` and its backward hold, at their highest, four copies
+    of fp32 logits beyond y: the mean's gradient (a div), y ** (2 - 1) (pow's backward makes it anew), the
+    factor 2y and their product, y's gradient. y ** 2 itself is gone once the mean is taken."""
+
+    class AtPeak(LiveBytes):
+        most, ops = 0, []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            if self.level > self.most:
+                self.most, self.ops = self.level, sorted(self.made_by[k] for k in self.sizes)
+            return out
+
+    logits = torch.randn(32, 32, requires_grad=True)
+    with AtPeak() as counter:
+        y = logits * 1.0  # the logits, made under the counter: 4,096 B
+        counter.most = counter.level
+        y.float().pow(2).mean().backward()
+    ops = list(counter.ops)
+    ops.remove("aten.mul.Tensor")  # y itself
+    big = [op for op in ops if op not in ("aten.mean.default", "aten.ones_like.default")]  # 4 B scalars
+    assert sorted(big) == ["aten.div.Scalar", "aten.mul.Scalar", "aten.mul.Tensor", "aten.pow.Tensor_Scalar"]
+    assert counter.most - 4_096 - 4 - 4 == 4 * 4_096  # y, the loss and its gradient of 1 aside
+
+
 def test_the_counter_refuses_a_storage_it_never_saw_made():
     outside = torch.zeros(4)
     with LiveBytes() as counter, pytest.raises(RuntimeError, match="never saw made"):

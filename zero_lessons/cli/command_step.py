@@ -21,7 +21,7 @@ EXAMPLES = """examples:
   zero-lessons step --gpus 8 --framework fsdp2 --no-reshard-after-forward
                                                 FSDP2 keeping each layer's gathered weights: a higher peak
   zero-lessons step --gpus 8 --framework ddp --bucket-cap-mb 100
-                                                DDP's bucket size moves traffic, not the peak
+                                                DDP's bucket size moves timing, not the peak
   zero-lessons step --gpus 4 --model gpt2-xl --micro-batch 4 --stage 2 --all-phases
   zero-lessons step --params 7B --layers 32 --layer-activations 1GB --gpus 8 --stage 3 --json
 

@@ -60,7 +60,10 @@ KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
         Knob(
-            "bucket_cap_mb", "ddp", "MiB", "MiB of gradients per all-reduce (default 25): moves traffic only"
+            "bucket_cap_mb",
+            "ddp",
+            "MiB",
+            "MiB of gradients per all-reduce (default 25): the same bytes, in fewer or more all-reduces",
         ),
         Knob(
             "gradient_as_bucket_view",
@@ -73,7 +76,7 @@ KNOBS: dict[str, Knob] = {
             "allgather_bucket_size",
             "deepspeed",
             "elements",
-            "elements per weight all-gather (default 500M): moves traffic only",
+            "elements per weight all-gather (default 500M): the same bytes, in fewer or more all-gathers",
         ),
         Knob(
             "overlap_comm",

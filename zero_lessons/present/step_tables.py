@@ -198,7 +198,8 @@ TRADES = {
         ("max_reuse_distance", "reshard_after_forward"),
         "the peak against the all-gathers' volume: weights kept, or gathered again",
     ),
-    "bucket_cap_mb": "traffic only: DDP keeps a bucket for every gradient; a larger cap makes fewer",
+    "bucket_cap_mb": "timing only: DDP keeps a bucket for every gradient; a larger cap sends the same bytes "
+    "in fewer all-reduces",
     "activation checkpointing": "the peak, by more than any other knob; it costs recompute, not traffic",
 }
 
