@@ -118,12 +118,29 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _running(pid: int) -> bool:
+    """Whether process `pid` still runs: it exists and has not yet ended (a zombie has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _outlived(pids: list[int], seconds: float) -> list[int]:
+    """The processes of `pids` still running after up to `seconds` of waiting for them to end."""
+    deadline = time.monotonic() + seconds
+    while (left := [pid for pid in pids if _running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 def _stop(process: subprocess.Popen, started: float) -> None:
     """Stop torchrun and every rank it started (at `started`, a time.time()), and the build locks they leave.
 
     SIGTERM first: torchrun passes it on to each rank (which it starts in a session of its own) and
-    waits up to 30 s for them to end. Whatever still runs after that is killed, ranks included. A rank
-    stopped while it loads DeepSpeed's ops leaves their build lock, which `clear_batons` removes.
+    waits up to 30 s for them to end. Whatever still runs after that is killed, ranks included; torchrun
+    can end a moment before a rank it signalled, so the ranks are waited for too. A rank stopped while it
+    loads DeepSpeed's ops leaves their build lock, which `clear_batons` removes.
     """
     ranks = _children(process.pid)
     with contextlib.suppress(ProcessLookupError):
@@ -131,10 +148,13 @@ def _stop(process: subprocess.Popen, started: float) -> None:
     try:
         process.wait(timeout=40)
     except subprocess.TimeoutExpired:
-        for group in (process.pid, *ranks):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    for rank in _outlived(ranks, 10):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(rank, signal.SIGKILL)
+    _outlived(ranks, 10)
     clear_batons(extensions_dir(), started)
 
 
