@@ -6,6 +6,7 @@ run alone, it measures only the timelines. The counter itself is checked first, 
 """
 
 import os
+from fractions import Fraction
 
 import pytest
 
@@ -225,3 +226,13 @@ def test_a_setup_measured_first_in_its_ranks_measures_the_same_step(measured):
         assert [(s.name, s.level, s.peak) for s in first.spans] == [
             (s.name, s.level, s.peak) for s in after.spans
         ]
+
+
+def test_the_losss_copies_under_deepspeed_are_the_recorded_four_and_a_half(measured):
+    """Lesson 11 sizes the 7.5 B GPT's loss by timeline_view.DEEPSPEED_LOSS_COPIES: the lab still measures it,
+    on every DeepSpeed rank of every world size, and four under PyTorch's fp32 setups."""
+    from zero_lessons.lab import timeline_view
+
+    deepspeed = [m for m in measured if m.key.startswith("step_zero")]
+    assert timeline_view.loss_copies(deepspeed) == timeline_view.DEEPSPEED_LOSS_COPIES == Fraction(9, 2)
+    assert timeline_view.loss_copies([m for m in measured if m not in deepspeed]) == 4

@@ -1,4 +1,4 @@
-"""Lesson 11's displays: the key table's baseline, its two narrower tables, and the formats' subnormals."""
+"""Lesson 12's displays: the key table's baseline, its two narrower tables, and the formats' subnormals."""
 
 import pytest
 

@@ -23,6 +23,10 @@ from .timeline_setup import BY_KEY, SPEC, STEP_NAMES, Measured
 WORLDS = (1, 2, 4)
 #: The world sizes the lesson shows.
 SHOWN = (2, 4)
+#: fp32 copies of the logits the lab's loss holds under DeepSpeed (bf16 ranks): four fp32 and a bf16 one, as
+#: `loss_copies` measures them; lesson 10's run and tests/test_lab_timeline.py check that it still does, and
+#: lesson 11 sizes a GPT's loss by it.
+DEEPSPEED_LOSS_COPIES = Fraction(9, 2)
 
 
 def measure() -> tuple[tuple[Measured, ...], float]:

@@ -185,7 +185,7 @@ def loss_table(timelines, loss, unit: str = "GB") -> Table:
     return Table(head, tuple(body), (False, False, True, True, True, True))
 
 
-#: What turning each knob of `planning.step_effects.CHANGES` trades, as the knob table of lesson 10 says it.
+#: What turning each knob of `planning.step_effects.CHANGES` trades, as the knob table of lesson 11 says it.
 TRADES = {
     "reduce_bucket_size": "the peak, and how many reductions carry the same gradients",
     "allgather_bucket_size": "nothing with gloo or NCCL: DeepSpeed ignores it (all_gather_into_tensor)",
