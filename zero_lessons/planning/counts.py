@@ -23,8 +23,8 @@ INCLUDES = {
     "state), all on the GPUs: no offload",
     "the package's count": "the paper's bytes, placed as the ZeRO-Offload and ZeRO-Infinity papers design "
     "it: what leaves a GPU lands on the host in the same bytes",
-    "DeepSpeed's code": "what DeepSpeed's source keeps on the host once the model is partitioned, and sends "
-    "over PCIe: more than the design, as its gradients go to the host in fp32; read from its code, "
+    "DeepSpeed's code": "what DeepSpeed's source keeps on GPU and host once the model is partitioned, "
+    "and sends over PCIe: more than the design, as its gradients go to the host in fp32; read from its code, "
     "printed by no DeepSpeed function",
     "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
     "their GiB to decimal GB: "
