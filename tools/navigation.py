@@ -106,8 +106,8 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "",
         "**How to run them.** From a clone, `make lab` opens these notebooks in JupyterLab and `make test` "
         "checks everything; with conda, `conda env create -f environment.yml` (Binder builds the same "
-        "environment). Every lesson runs on a laptop's CPU, no GPU needed: the labs (08 to 11) start real "
-        "training processes on the CPU. Live widgets (lesson 05's explorer) need a Python kernel: "
+        "environment). Every lesson runs on a laptop's CPU, no GPU needed: the labs (08 to 10, and 12) start "
+        "real training processes on the CPU. Live widgets (lesson 05's explorer) need a Python kernel: "
         "`make lab`, `make voila` (the explorer as a dashboard) or Binder; a static page, such as the book, "
         "shows saved results only.",
         "",
