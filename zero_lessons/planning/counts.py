@@ -28,7 +28,7 @@ INCLUDES = {
     "printed by no DeepSpeed function",
     "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
     "their GiB to decimal GB: "
-    "fp32 copies and a safety margin, on the GPU and the host; no traffic",
+    "fp32 copies on the GPU and the host, and a safety margin on the host; no traffic",
 }
 #: What each offload count includes and where it comes from (the paper's has no offload), as a Markdown table.
 OVERVIEW = tables.markdown(
