@@ -41,10 +41,7 @@ OVERVIEW = tables.markdown(
 #: DeepSpeed's stage-3 PCIe bytes per shard element with the parameters offloaded too, least and most: the
 #: gradients' trips as without (2 + 2 + 4), the 16-bit weight shard fetched for the forward pass (2) and,
 #: unless the layer is still held, again for the backward pass (2); the CPU updates the weights on the host.
-PARAMS_PCIE = (
-    offload.DEEPSPEED_PCIE[Stage.ZERO3] - offload.DEEPSPEED_BACK + 2,
-    offload.DEEPSPEED_PCIE[Stage.ZERO3] - offload.DEEPSPEED_BACK + 2 + 2,
-)
+PARAMS_PCIE = tuple(offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2 * fetches for fetches in (1, 2))
 #: The recap table's header: each count's figures for ZeRO-2 on one node, in decimal GB.
 HEADER = [
     "count",

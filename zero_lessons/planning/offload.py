@@ -125,6 +125,8 @@ DEEPSPEED_PCIE = {
     Stage.ZERO2: DEEPSPEED_DOWN + DEEPSPEED_BACK,
     Stage.ZERO3: 2 + 2 + DEEPSPEED_DOWN + DEEPSPEED_BACK,
 }
+#: Of those, what crosses during the backward pass: all but the weights' trip back after the step.
+DEEPSPEED_BACKWARD = {stage: sent - DEEPSPEED_BACK for stage, sent in DEEPSPEED_PCIE.items()}
 
 
 def deepspeed_pcie_bytes(params: int, gpus: int, stage: StageLike) -> Fraction:

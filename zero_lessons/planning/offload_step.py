@@ -134,13 +134,11 @@ def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step, host_bandwid
 
 
 def _down(stage: Stage) -> tuple[str, int]:
-    """What crosses PCIe during the backward pass, and its bytes per shard element, by DeepSpeed's code."""
-    # all of DeepSpeed's PCIe bytes but the weights' trip back; stage3.py's partition_grads first sends the
-    # gradient in 16 bits to the host buffer and back
-    down = offload.DEEPSPEED_PCIE[stage] - offload.DEEPSPEED_BACK
-    if stage == Stage.ZERO3:
-        return "gradients down and back (16-bit), then down (fp32)", down
-    return "gradients down (fp32)", down
+    """What crosses PCIe during the backward pass, and its bytes per shard element, by DeepSpeed's code
+    (stage3.py's partition_grads first sends the 16-bit gradient to the host buffer and back)."""
+    three = stage == Stage.ZERO3
+    what = "gradients down and back (16-bit), then down (fp32)" if three else "gradients down (fp32)"
+    return what, offload.DEEPSPEED_BACKWARD[stage]
 
 
 def _window(stage: Stage, compute: Fraction, gpus: int) -> tuple[Fraction, str]:
