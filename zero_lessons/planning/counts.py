@@ -234,6 +234,13 @@ def _choice(stage: Stage, what: str) -> str:
     return f"{stage.label}, {what.replace('+', ' and ')} offloaded"
 
 
+def _per_parameter(nbytes: int | None, params: int) -> str:
+    """`nbytes` as bytes per parameter, then in GB: "18 (135 GB)"; "—" for None."""
+    if nbytes is None:
+        return "—"
+    return f"{units.format_number(Fraction(nbytes, params))} ({units.format_bytes(nbytes)})"
+
+
 def host_table(params: int, gpus: int = 8) -> str:
     """Host memory of one node of `gpus` GPUs for each offload of `offload.ORDER`, by the package's count,
     DeepSpeed's code and DeepSpeed's estimator (with zero.Init, a stage-3 line, and without), as bytes per
@@ -247,19 +254,15 @@ def host_table(params: int, gpus: int = 8) -> str:
             code = offload.deepspeed_zero3_host(setup.params, gpus, parameters=both)
         else:
             code = offload.deepspeed_zero2_host(setup.params, gpus)
+        three = stage is Stage.ZERO3  # zero.Init is stage 3's: stage 2's estimator has one line
         counted = (
             gpus * offload.offloaded(setup.params, gpus, stage, parameters=both)[1].total,
             gpus * code,
-            offload.deepspeed_host(setup, stage, what, gpus),
+            offload.deepspeed_host(setup, stage, what, gpus) if three else None,
             offload.deepspeed_host(setup, stage, what, gpus, zero_init=False),
         )
-        name = _choice(stage, what)
-        shown = [
-            f"{units.format_number(Fraction(b, setup.params))} ({units.format_bytes(b)})" for b in counted
-        ]
-        if stage is not Stage.ZERO3:  # zero.Init is stage 3's: stage 2's estimator has one line
-            shown[2] = "—"
-        rows.append([name, *shown])
+        shown = [_per_parameter(b, setup.params) for b in counted]
+        rows.append([_choice(stage, what), *shown])
     return tables.markdown(rows, ["---", "--:", "--:", "--:", "--:"])
 
 
