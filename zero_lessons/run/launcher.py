@@ -105,25 +105,24 @@ def command(paths: Sequence[Path], ranks: int, steps: int, port: int, folder: Pa
     return [*head, *torchrun, "-m", "zero_lessons.run.train", *script]
 
 
+def _stat(stat: Path) -> list[str]:
+    """The fields of a /proc/<pid>/stat file after the process's name: state, parent, ... ([] if it ended)."""
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):  # it ended while we looked
+        return []
+
+
 def _children(pid: int) -> list[int]:
     """The processes that `pid` started, read from /proc (Linux)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # after the name: state, then parent
-        except (OSError, IndexError, ValueError):  # it ended while we looked
-            continue
-        if parent == pid:
-            found.append(int(stat.parent.name))
-    return found
+    return [
+        int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat") if _stat(stat)[1:2] == [str(pid)]
+    ]
 
 
 def _running(pid: int) -> bool:
     """Whether process `pid` still runs: it exists and has not yet ended (a zombie has)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return _stat(Path(f"/proc/{pid}/stat"))[:1] not in ([], ["Z"])
 
 
 def _outlived(pids: list[int], seconds: float) -> list[int]:
