@@ -145,8 +145,11 @@ def test_navigation_cells_and_index_are_up_to_date():
         [sys.executable, str(ROOT / "tools" / "navigation.py"), "--check"], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stdout
-    index = "".join(cells(ROOT / "notebooks" / "00_start_here.ipynb", "markdown")[0]["source"])
-    assert all(f"({p.name})" in index for p in NOTEBOOKS if p.name != "00_start_here.ipynb")
+    start = ["".join(c["source"]) for c in cells(ROOT / "notebooks" / "00_start_here.ipynb", "markdown")]
+    assert start[0].startswith("<!-- navigation: header -->") and start[-1].startswith(
+        "<!-- navigation: lessons -->"
+    )
+    assert all(f"({p.name})" in start[-1] for p in NOTEBOOKS if p.name != "00_start_here.ipynb")
     for path in NOTEBOOKS[1:]:
         first = "".join(cells(path, "markdown")[0]["source"])
         assert first.startswith("<!-- navigation: header -->") and "Start here" in first

@@ -18,6 +18,7 @@ import nbformat
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 HEADER, FOOTER = "<!-- navigation: header -->", "<!-- navigation: footer -->"
+LESSONS = "<!-- navigation: lessons -->"  # the start page's list of lessons
 LIVE = (
     "Live widgets need a Python kernel: run `make lab` (JupyterLab) or `make voila` (lesson 05's explorer "
     "as a dashboard) from a clone, or open the repository on Binder. A static page shows saved results only."
@@ -95,28 +96,37 @@ def navigate(paths: list[pathlib.Path], books: dict) -> dict[pathlib.Path, str]:
 
 
 def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> str:
-    """The start page: how to run the lessons, what each one teaches, then the `kept` hand-written cells."""
-    lines = [
+    """The start page: what the course is and its words, the `kept` hand-written cells, then how to run
+    the lessons and what each one teaches."""
+    head = [
         "# ZeRO Lessons: start here",
         "",
         "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs "
-        "in memory and in communication. Work through them in order; each builds on the one before. They "
-        'follow one short article, "DeepSpeed ZeRO stages: which training state is partitioned?": its worked '
-        "example and its three rules for choosing a stage are set out below the list of lessons.",
-        "",
-        "**How to run them.** From a clone, `make lab` opens these notebooks in JupyterLab and `make test` "
-        "checks everything; with conda, `conda env create -f environment.yml` (Binder builds the same "
-        "environment). Every lesson runs on a laptop's CPU, no GPU needed: the labs (08 to 10, and 12) start "
-        "real training processes on the CPU. Live widgets (lesson 05's explorer) need a Python kernel: "
-        "`make lab`, `make voila` (the explorer as a dashboard) or Binder; a static page, such as the book, "
-        "shows saved results only.",
+        "in memory and in communication. Work through them in order; each builds on the one before. "
+        'Lessons 01 to 04 answer "which stage, and why?"; 05 to 07 add an explorer, DeepSpeed\'s own '
+        "estimator and offload; 08 to 12 run real PyTorch and DeepSpeed training processes and follow "
+        "memory over a training step; 13 and 14 are a workshop.",
         "",
         "**Notation.** Ψ is the number of model parameters and $N_d$ the number of data-parallel GPUs. "
+        "ZeRO-1, ZeRO-2 and ZeRO-3 are ZeRO's stages 1, 2 and 3; stage 0 is plain data parallelism. "
         "Traffic is counted in elements (numbers sent); in fp16 or bf16 each is 2 bytes. GB means 10⁹ bytes, "
-        "GiB 2³⁰; a link's Gb/s counts bits (100 Gb/s = 12.5 GB/s).",
+        "GiB 2³⁰; a link's Gb/s counts bits (100 Gb/s = 12.5 GB/s). A card sold as 80 GB holds 80 GiB; "
+        "the lessons count it as 80 GB, which leaves the other 7% as margin.",
         "",
-        "Teaching a class? The instructor guide is `docs/instructor.md`: plans for 90 minutes and 3 hours, "
-        "setup for a room, and the misconceptions to watch for.",
+        "**Words.** Each lesson links a term to the [glossary](../docs/glossary.md) where it first uses it. "
+        "Start there if a word such as [rank](../docs/glossary.md#rank), "
+        "[all-reduce](../docs/glossary.md#all-reduce) or [GiB](../docs/glossary.md#gb-vs-gib) is new to you.",
+    ]
+    lines = [
+        "## How to run them",
+        "",
+        "From a clone of this repository, `make lab` sets up and opens these notebooks in JupyterLab, and "
+        "`make test` sets up and checks everything; with conda, `conda env create -f environment.yml`. "
+        "Binder (mybinder.org) builds the same environment from that file. Every lesson runs on a laptop's "
+        "CPU, no GPU needed: the labs (08 to 10, and 12) start real training processes on the CPU, and all "
+        "fifteen notebooks run in about two minutes. Lesson 05's explorer has live controls, which need a "
+        "Python kernel: `make lab`, `make voila` (the explorer alone, as a web dashboard) or Binder. The "
+        "book (`make book`: these lessons as static web pages) shows the saved results only.",
         "",
         "## The notebooks",
         "",
@@ -125,20 +135,34 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         nb = books[path]
         lines.append(f"{i}. **{link(path, nb)}**")
         lines += [f"   - {goal}" for goal in objectives(nb)]
+    lines += [
+        "",
+        "Teaching a class? The instructor guide is `docs/instructor.md`: plans for 90 minutes and 3 hours, "
+        "setup for a room, and the misconceptions to watch for.",
+    ]
     nb = nbformat.v4.new_notebook()
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
     }
-    nb.cells = [_cell("00_start_here.ipynb", HEADER, "\n".join(lines)), *(kept or [])]
+    name = "00_start_here.ipynb"
+    nb.cells = [
+        _cell(name, HEADER, "\n".join(head)),
+        *(kept or []),
+        _cell(name, LESSONS, "\n".join(lines)),
+    ]
     return nbformat.writes(nb) + "\n"
 
 
 def hand_written(path: pathlib.Path) -> list:
-    """The cells of `path` that no marker comment claims: the start page keeps them below its index."""
+    """The cells of `path` that no marker comment claims: the start page keeps them between head and list."""
     if not path.exists():
         return []
-    return [c for c in nbformat.read(path, as_version=4).cells if not c.source.startswith((HEADER, FOOTER))]
+    return [
+        c
+        for c in nbformat.read(path, as_version=4).cells
+        if not c.source.startswith((HEADER, FOOTER, LESSONS))
+    ]
 
 
 def main(argv: list[str]) -> int:
