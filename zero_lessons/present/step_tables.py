@@ -187,7 +187,8 @@ def loss_table(timelines, loss, unit: str = "GB") -> Table:
 
 #: What turning each knob of `planning.step_effects.CHANGES` trades, as the knob table of lesson 11 says it.
 TRADES = {
-    "reduce_bucket_size": "the peak, and how many reductions carry the same gradients",
+    "reduce_bucket_size": "less bucket memory against more, smaller reductions; the gradient partition may "
+    "then arrive before the peak",
     "allgather_bucket_size": "nothing with gloo or NCCL: DeepSpeed ignores it (all_gather_into_tensor)",
     "overlap_comm": "the peak, and when gradients are sent: a second bucket, sent while backward runs",
     **dict.fromkeys(
