@@ -155,7 +155,7 @@ def test_each_key_names_the_articles_rule_its_sentence_applies():
         (Stage.ZERO3, "Rule 1, taken to stage 3"),
     ]
     # what stage 2 holds that does not fit: the whole 16-bit weights plus its gradient and optimizer shards
-    assert "whole 16-bit weights plus stage 2's gradient and optimizer shards" in picks[2].explanation
+    assert "stage 2 keeps the whole 16-bit weights beside its shards" in picks[2].explanation
 
 
 def test_activation_warning_when_they_dominate():

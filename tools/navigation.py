@@ -104,21 +104,24 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs "
         "in memory and in communication. Work through them in order; each builds on the one before. "
         'Lessons 01 to 04 answer "which stage, and why?"; 05 to 07 add an explorer, DeepSpeed\'s own '
-        "estimator and offload; 08 to 12 run real PyTorch and DeepSpeed training processes (the labs 08, 09, "
-        "10 and 12) and follow memory over a training step (10 and 11); 13 and 14 are a workshop.",
-        "",
-        "**Notation.** Ψ is the number of model parameters and $N_d$ the number of data-parallel GPUs. "
-        "ZeRO-1, ZeRO-2 and ZeRO-3 are ZeRO's stages 1, 2 and 3; stage 0 is plain data parallelism. "
-        "Traffic is counted as the ZeRO paper counts it, in elements each GPU sends per step, as "
-        "multiples of Ψ; in fp16 or bf16 an element is 2 bytes. GB means 10⁹ bytes, GiB 2³⁰; a link's "
-        "Gb/s counts bits (100 Gb/s = 12.5 GB/s). A card sold as 80 GB holds 80 GiB; the lessons count it "
-        "as 80 GB, a margin of 7% beyond the 10% of each card that lesson 04's `advise` leaves free.",
-        "",
-        "**Words.** Each lesson links a term to the [glossary](../docs/glossary.md) where it first uses "
-        "it; look a word up there when it is new to you, such as [rank](../docs/glossary.md#rank), "
-        "[all-reduce](../docs/glossary.md#all-reduce) or [GiB](../docs/glossary.md#gb-vs-gib).",
+        "estimator and offload; the labs 08, 09, 10 and 12 run real PyTorch and DeepSpeed training processes "
+        "on your CPU, and 10 and 11 follow memory through a training step; 13 and 14 are a workshop. The "
+        "lessons assume basic deep learning and PyTorch.",
     ]
     lines = [
+        "## Notation and words",
+        "",
+        "Ψ is the number of model parameters and $N_d$ the number of data-parallel GPUs. ZeRO-1, ZeRO-2 "
+        "and ZeRO-3 are ZeRO's stages 1, 2 and 3; stage 0 is plain data parallelism. Traffic is counted as "
+        "the ZeRO paper counts it, in elements each GPU sends per step, as multiples of Ψ (lesson 03 adds "
+        "the ring factor); in fp16 or bf16 an element is 2 bytes. GB means 10⁹ bytes, GiB 2³⁰; a link's "
+        "Gb/s counts bits (100 Gb/s = 12.5 GB/s). A card sold as 80 GB holds 80 GiB, 7.4% more than the "
+        "80 GB the lessons count: a margin on top of any they leave free.",
+        "",
+        "Each lesson links a term to the [glossary](../docs/glossary.md) where it first uses it; look a word "
+        "up there when it is new to you, such as [rank](../docs/glossary.md#rank), "
+        "[all-reduce](../docs/glossary.md#all-reduce) or [GiB](../docs/glossary.md#gb-vs-gib).",
+        "",
         "## How to run them",
         "",
         "From a clone of this repository, `make lab` sets up and opens these notebooks in JupyterLab, and "
@@ -126,7 +129,7 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "`conda activate zero-lessons` and `jupyter lab notebooks/`. "
         "Binder (mybinder.org) builds the same environment from that file. Every lesson runs on a laptop's "
         "CPU, no GPU needed: the labs (08 to 10, and 12) start real training processes on the CPU, and all "
-        "the notebooks, this page included, run in about two minutes. Lesson 05's explorer has live "
+        "the notebooks together, this page included, run in about two minutes. Lesson 05's explorer has live "
         "controls, which need a Python kernel: `make lab`, `make voila` (the explorer alone, as a web "
         "dashboard) or Binder. The book (`make book`: these lessons as static web pages) shows the saved "
         "results only.",
