@@ -14,7 +14,7 @@ from zero_lessons.lab.timeline_view import highest, panels, peaks
 from zero_lessons.planning import DDP, DeepSpeed, activations, layered_model, timeline, transformer_model
 from zero_lessons.planning.step_effects import CHANGES, effects
 from zero_lessons.present.step_figure import KIND_COLOURS, STACK, Panel, plot_step, short_name
-from zero_lessons.present.step_tables import kinds_table, lifetimes_table, parts_table, peak_table
+from zero_lessons.present.step_tables import kinds_table, parts_table, peak_table
 from zero_lessons.stages import Stage
 
 matplotlib.use("Agg")
@@ -299,34 +299,6 @@ def test_the_kinds_table_sets_two_peaks_side_by_side_and_each_row_adds_up():
         kinds_table([z2, z3])
     with pytest.raises(TypeError, match=r"phases\['ZeRO-3'\] must be a planning Phase"):
         kinds_table({"ZeRO-3": modelled(BY_KEY["step_zero3"], 2)})
-
-
-def test_the_lifetimes_table_says_when_each_setup_holds_each_kind():
-    """The lab's setups on 2 ranks: DDP keeps its buckets and ZeRO-3 its gradient partition and bucket all
-    step; stage 1 allocates its partition at its reduction, stage 2 in backward; ZeRO-3's unreduced gradients
-    come and go module by module; nothing held is a dash."""
-    keys = ("step_ddp", "step_zero1", "step_zero2", "step_zero3")
-    table = lifetimes_table({key: modelled(BY_KEY[key], 2) for key in keys})
-    assert table.head == ("held", *keys)
-    rows = {row[0]: dict(zip(keys, row[1:], strict=True)) for row in table.body}
-    assert rows["gradient buckets"]["step_ddp"] == rows["gradients"]["step_zero3"] == "all step"
-    assert rows["gradients"]["step_zero1"] == "gradient reduction … optimizer step"
-    assert rows["gradients"]["step_zero2"].startswith("backward ")
-    assert rows["gathered parameters"] == {
-        "step_ddp": "—",
-        "step_zero1": "—",
-        "step_zero2": "—",
-        "step_zero3": "forward linear 1 … backward linear 1",
-    }
-    assert rows["unreduced gradients"]["step_zero3"].endswith(", with gaps")
-    assert (
-        rows["fp32 gradients"]["step_ddp"] == "—" and rows["fp32 gradients"]["step_zero2"] == "optimizer step"
-    )
-    assert list(rows)[0] == "gradients" and "weights" not in rows  # the states held all step are left out
-    with pytest.raises(TypeError, match="timelines must be a non-empty dict of label -> Timeline"):
-        lifetimes_table([])
-    with pytest.raises(TypeError, match=r"timelines\['x'\] must be a planning Timeline"):
-        lifetimes_table({"x": 3})
 
 
 def test_the_peak_table_splits_the_peak_at_the_peak_itself():

@@ -11,7 +11,7 @@ from html import escape
 
 from .. import checks, units
 from ..planning.step_effects import EffectTable
-from ..planning.step_parts import KINDS, TRANSIENT, Phase, Timeline
+from ..planning.step_parts import KINDS, Phase, Timeline
 from ..planning.step_picks import Pick
 
 
@@ -92,28 +92,6 @@ def kinds_table(phases: dict, unit: str = "GB") -> Table:
     head = ("kind", *(f"{label} {unit}" for label in labels))
     head += (f"{labels[1]} − {labels[0]} {unit}",) if len(labels) == 2 else ()
     return Table(head, tuple(body), (False, *[True] * (len(head) - 1)))
-
-
-def _held(timeline: Timeline, kind: str) -> str:
-    """When `timeline` holds bytes of `kind`: "—", "all step", or its first and last phase ("…" between them,
-    "with gaps" when it lets go in between)."""
-    held = [i for i, phase in enumerate(timeline.phases) if phase.bytes_of(kind)]
-    if not held:
-        return "—"
-    if len(held) == len(timeline.phases):
-        return "all step"
-    first, last = timeline.phases[held[0]].name, timeline.phases[held[-1]].name
-    span = first if first == last else f"{first} … {last}"
-    return span if held[-1] - held[0] + 1 == len(held) else f"{span}, with gaps"
-
-
-def lifetimes_table(timelines: dict) -> Table:
-    """When each setup (`timelines`: column label -> Timeline) holds gradients and each kind of transient
-    buffer: one row per kind any of them holds, one column per setup, "—" where it holds none."""
-    _labelled("timelines", timelines, Timeline, "a planning Timeline, e.g. timeline(...)")
-    cells = {kind: [_held(t, kind) for t in timelines.values()] for kind in ("gradients", *TRANSIENT)}
-    body = tuple((kind, *held) for kind, held in cells.items() if any(h != "—" for h in held))
-    return Table(("held", *timelines), body, (False,) * (len(timelines) + 1))
 
 
 def peak_table(timelines, unit: str = "GB") -> Table:
