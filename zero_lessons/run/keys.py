@@ -33,7 +33,7 @@ class Key:
     path: str  #: where it sits in the config, e.g. "zero_optimization.reduce_bucket_size"
     default: object  #: DeepSpeed's default
     tried: object  #: the other value the numbers compare with the default
-    changes: str  #: "memory", "traffic", "memory and traffic", "numerics" or "host memory"
+    changes: str  #: "memory", "traffic", "memory and traffic", "numerics", "host memory" or "nothing here"
     effect: str  #: what it changes, in one sentence
     knob: str | None = None  #: the `planning.step.DeepSpeed` knob that models it, if one does
     stage: int = 2  #: the stage its numbers are computed at
@@ -59,8 +59,9 @@ KEYS: tuple[Key, ...] = (
     Key("zero_optimization.reduce_bucket_size", KNOBS.reduce_bucket_size, 50_000_000, "memory and traffic",
         "elements reduced per call: a smaller bucket holds less but is reduced sooner, so the rank's "
         "gradient partition is allocated earlier in the backward pass", "reduce_bucket_size"),
-    Key("zero_optimization.allgather_bucket_size", KNOBS.allgather_bucket_size, 50_000_000, "traffic",
-        "stages 1-2: elements per weight all-gather; splits traffic, not memory", "allgather_bucket_size"),
+    Key("zero_optimization.allgather_bucket_size", KNOBS.allgather_bucket_size, 50_000_000, "nothing here",
+        "stages 1-2: elements per weight all-gather, only where PyTorch lacks all_gather_into_tensor; "
+        "PyTorch has it here, so DeepSpeed ignores the key", "allgather_bucket_size"),
     Key("zero_optimization.offload_optimizer.device", "none", "cpu", "memory and traffic", "gradient "
         "and optimizer shards, and the step, on the host: GPU memory drops, every step crosses the link"),
     Key("zero_optimization.offload_optimizer.pin_memory", False, True, "host memory", "page-locked host "

@@ -42,9 +42,9 @@ class Legend:
         whole = (held.weights - BF16 * part) // BF16
         share = f"Ψ/{self.ranks} = {part:,}"
         return [
-            ("weights", f"the rank's bf16 piece of every tensor, {BF16} B × {share} elements, plus the "
-             f"{len(self.kept)} tensors under the persistence threshold kept whole beside it, {BF16} B × "
-             f"{whole:,}: {BF16 * part:,} + {BF16 * whole:,} = {held.weights:,}"),
+            ("weights", f"the rank's bf16 piece of every tensor, {share} elements × {BF16} B, plus the "
+             f"{len(self.kept)} tensors under the persistence threshold kept whole beside it, {whole:,} "
+             f"elements × {BF16} B: {BF16 * part:,} + {BF16 * whole:,} = {held.weights:,}"),
             ("gradients", f"the bf16 gradients of the rank's piece only, {BF16} B × {part:,} = "
              f"{held.gradients:,}"),
             ("optimizer", f"fp32 master weights and AdamW's two moments for the piece, {ADAM} B × {part:,} "

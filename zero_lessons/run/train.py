@@ -66,7 +66,8 @@ def train_step(engine, snapshot: bool = False) -> tuple[float, dict | None]:
     """One step on this rank's own batch; with `snapshot`, count the bytes held before `engine.step()` too."""
     x, target = batch(engine.global_steps, engine.global_rank, engine.train_micro_batch_size_per_gpu())
     dtype = next(engine.module.parameters()).dtype  # bf16 or fp16, as DeepSpeed cast the weights
-    loss = torch.nn.functional.mse_loss(engine(x.to(dtype)).float(), target)
+    x, target = x.to(engine.device, dtype), target.to(engine.device)  # the CPU here; on GPUs the rank's own
+    loss = torch.nn.functional.mse_loss(engine(x).float(), target)
     engine.backward(loss)  # scales the loss under fp16; sums the gradients over the ranks
     found = dataclasses.asdict(held(engine)) if snapshot else None  # stages 1 and 2 free gradients in step()
     engine.step()  # AdamW on this rank's part of the fp32 weights, then the bf16 copy is refreshed
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--local_rank", type=int, help=argparse.SUPPRESS)  # the deepspeed launcher passes it
     args = parser.parse_args(argv)
     logger.setLevel(logging.WARNING)  # DeepSpeed logs every step at INFO
-    deepspeed.init_distributed(dist_backend="gloo")  # gloo: the CPU backend; NCCL on GPUs
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")  # gloo on CPUs
     for path in args.ds_config:
         line = json.dumps(run(path, args.steps, args.checkpoints))
         if args.report:
