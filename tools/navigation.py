@@ -120,7 +120,9 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "",
         "Each lesson links a term to the [glossary](../docs/glossary.md) where it first uses it; look a word "
         "up there when it is new to you, such as [rank](../docs/glossary.md#rank), "
-        "[all-reduce](../docs/glossary.md#all-reduce) or [GiB](../docs/glossary.md#gb-vs-gib).",
+        "[all-reduce](../docs/glossary.md#all-reduce) or [GiB](../docs/glossary.md#gb-vs-gib). Detail sits "
+        "in collapsed *Going deeper* sections, which the lessons call folds: open one when you want the "
+        "detail; the main text reads without them.",
         "",
         "## How to run them",
         "",
