@@ -104,19 +104,19 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs "
         "in memory and in communication. Work through them in order; each builds on the one before. "
         'Lessons 01 to 04 answer "which stage, and why?"; 05 to 07 add an explorer, DeepSpeed\'s own '
-        "estimator and offload; the labs 08, 09, 10 and 12 run real PyTorch and DeepSpeed training processes "
-        "on your CPU, and 10 and 11 follow memory through a training step; 13 and 14 are a workshop. The "
-        "lessons assume basic deep learning and PyTorch.",
+        "estimator and offload; 08 to 12 check it all against real PyTorch and DeepSpeed runs on your CPU "
+        "and follow memory through a training step; 13 and 14 are a workshop. The lessons assume basic deep "
+        "learning and PyTorch.",
     ]
     lines = [
         "## Notation and words",
         "",
-        "Ψ is the number of model parameters and $N_d$ the number of data-parallel GPUs. ZeRO-1, ZeRO-2 "
-        "and ZeRO-3 are ZeRO's stages 1, 2 and 3; stage 0 is plain data parallelism. Traffic is counted as "
-        "the ZeRO paper counts it, in elements each GPU sends per step, as multiples of Ψ (lesson 03 adds "
-        "the ring factor); in fp16 or bf16 an element is 2 bytes. GB means 10⁹ bytes, GiB 2³⁰; a link's "
-        "Gb/s counts bits (100 Gb/s = 12.5 GB/s). A card sold as 80 GB holds 80 GiB, 7.4% more than the "
-        "80 GB the lessons count: a margin on top of any they leave free.",
+        "Ψ is the number of model parameters and $N_d$ the number of data-parallel GPUs; ZeRO-1, ZeRO-2 "
+        "and ZeRO-3 are the stages of the table above. Traffic is counted as the ZeRO paper counts it, in "
+        "elements each GPU sends per step, as multiples of Ψ (lesson 03 adds the "
+        "[ring factor](../docs/glossary.md#ring-factor)); in fp16 or bf16 an element is 2 bytes. GB means "
+        "10⁹ bytes, GiB 2³⁰; a link's Gb/s counts bits (100 Gb/s = 12.5 GB/s). A card sold as 80 GB holds "
+        "80 GiB, 7.4% more than the 80 GB the lessons count: a margin on top of any they leave free.",
         "",
         "Each lesson links a term to the [glossary](../docs/glossary.md) where it first uses it; look a word "
         "up there when it is new to you, such as [rank](../docs/glossary.md#rank), "
