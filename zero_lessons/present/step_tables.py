@@ -168,7 +168,8 @@ TRADES = {
     "reduce_bucket_size": "less bucket memory against more, smaller reductions; the gradient partition may "
     "then arrive before the peak",
     "allgather_bucket_size": "nothing with gloo or NCCL: DeepSpeed ignores it (all_gather_into_tensor)",
-    "overlap_comm": "the peak, and when gradients are sent: a second bucket, sent while backward runs",
+    "overlap_comm": "the peak, against reductions that wait for compute: a second bucket fills while one is "
+    "reduced",
     **dict.fromkeys(
         ("prefetch_bucket_size", "max_live_parameters"),
         "the peak against overlap: weights gathered ahead of use hide the all-gathers behind compute",

@@ -50,8 +50,9 @@ KEYS: tuple[Key, ...] = (
     Key("fp16.enabled", False, True, "numerics", "16-bit with a 5-bit exponent: needs loss scaling "
         "(fp16.loss_scale 0 = dynamic, starting at 2**initial_scale_power = 2**16); overflowing steps are "
         "skipped"),
-    Key("zero_optimization.overlap_comm", None, True, "memory", "reduce gradients while the backward pass "
-        "runs; at stages 1-2 it doubles the contiguous gradient bucket", "overlap_comm"),
+    Key("zero_optimization.overlap_comm", None, True, "memory", "reduce each bucket on its own stream, "
+        "beside the backward pass's compute instead of blocking it (stage 1 then reduces during the pass, "
+        "not at its end); at stages 1-2 it doubles the contiguous gradient bucket", "overlap_comm"),
     Key("zero_optimization.contiguous_gradients", KNOBS.contiguous_gradients, False, "memory", "copy each "
         "new gradient at once into a preallocated bucket of reduce_bucket_size elements: less "
         "fragmentation; off, there is no bucket, but gradients wait uncopied until a bucket's worth is made",
