@@ -1,10 +1,8 @@
 """The DeepSpeed config keys that matter beyond the stage: what each changes in memory or traffic, with
-numbers from the package's models for one example model. No torch.
-
-Defaults are DeepSpeed 0.19.8's: from the package's knob table (`planning.step_knobs.DeepSpeed`, read from
-its `runtime/zero/config.py`; overlap_comm's None means True at stage 3 only) where it has the knob, else
-from `runtime/constants.py` (`bf16.enabled`: BFLOAT16_ENABLED_DEFAULT, False). Each key is tried at one
-other value; the numbers are the package's answer for both.
+the package's numbers for one example model at the default and at one other value. No torch. Defaults are
+DeepSpeed 0.19.8's: the package's knob table (`planning.step_knobs.DeepSpeed`, from its
+`runtime/zero/config.py`; overlap_comm's None means True at stage 3 only), else `runtime/constants.py`
+(`bf16.enabled`: BFLOAT16_ENABLED_DEFAULT, False).
 """
 
 from __future__ import annotations
