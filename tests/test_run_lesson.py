@@ -31,17 +31,20 @@ def test_the_baseline_states_the_config_the_key_tables_numbers_start_from():
         base.peak(1)
 
 
-def test_the_key_table_splits_into_settings_and_effects_without_losing_a_cell():
+def test_the_key_effects_table_shows_each_keys_values_words_and_numbers():
     from zero_lessons.run import keys
 
     table = keys.KeyTable()
-    settings, effects = table.settings(), table.effects()
-    assert len(settings.head) == 5 and len(effects.head) == 3
-    for full, left, right in zip(table.rows, settings.rows, effects.rows, strict=True):
-        assert list(left) + [right[1], right[2]] == full and right[0] == full[0]
-    row = dict((r[0], r[2]) for r in effects.rows)["gradient_accumulation_steps"]
-    assert row == "sent per micro-batch, DeepSpeed default: stage 1 3Ψ → 0.75Ψ; stage 2 3Ψ → 2.25Ψ"
-    assert settings._repr_markdown_().count("\n") == len(table.keys) + 1
+    effects = table.effects()
+    assert len(effects.head) == 4 and len(effects.rows) == len(table.rows) == len(table.keys)
+    for full, row in zip(table.rows, effects.rows, strict=True):
+        assert row == (full[0], f"{full[1]} → {full[3]}", full[5], full[6])
+    rows = {r[0]: r for r in effects.rows}
+    assert rows["gradient_accumulation_steps"][1:4:2] == (
+        "1 → 4",
+        "sent per micro-batch, DeepSpeed default: stage 1 3Ψ → 0.75Ψ; stage 2 3Ψ → 2.25Ψ",
+    )
+    assert effects._repr_markdown_().count("\n") == len(table.keys) + 1
 
 
 def test_the_smallest_subnormals_are_the_ieee_and_bfloat16_powers_of_two():

@@ -151,7 +151,7 @@ def numbers(key: Key) -> str:
             )
         sends = sent(2, 1, "DeepSpeed default") * psi  # elements, in the config's dtype (its default)
         return (
-            f"stage 2 model state per GPU: {_gb(fp32)} (fp32 throughout) → {_gb(mixed)} (bf16, fp32 master); "
+            f"stage 2 model state per GPU: {_gb(fp32)} (all in fp32) → {_gb(mixed)} (bf16, fp32 master); "
             f"stage 2 sends {_psi(sends / psi)} per GPU per step, in the training dtype: "
             f"{_gb(4 * sends)} → {_gb(2 * sends)}"
         )
@@ -227,13 +227,10 @@ class KeyTable:
             raise ValueError(f"path must be one of {', '.join(k.path for k in self.keys)}, got {path!r}")
         return found[0]
 
-    def settings(self) -> Table:
-        """Where each key starts and what it touches: key, DeepSpeed's default, the advisor's value, tried."""
-        return Table(HEAD[:5], tuple(tuple(row[:5]) for row in self.rows))
-
     def effects(self) -> Table:
-        """What each key does and the package's numbers at its default → at its tried value."""
-        return Table(("key", "what it does", "default → tried"), tuple((r[0], r[5], r[6]) for r in self.rows))
+        """Each key's default → tried value, what it does, and the package's numbers at the two values."""
+        head = ("key", "DeepSpeed default → tried", "what it does", "numbers: default → tried")
+        return Table(head, tuple((r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for r in self.rows))
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in [list(HEAD), *self.rows])

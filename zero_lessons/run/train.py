@@ -56,7 +56,7 @@ def with_defaults(config: dict) -> dict:
 
 
 def make_engine(config: dict, seed: int):
-    """A DeepSpeed engine around a fresh model: it casts the weights, shards them by stage, adds AdamW."""
+    """A DeepSpeed engine around a fresh model: it casts and shards the weights and builds the optimizer."""
     model = build_model(seed)
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
     return engine
