@@ -168,7 +168,7 @@ TRADES = {
     "reduce_bucket_size": "less bucket memory against more, smaller reductions; the gradient partition may "
     "then arrive before the peak",
     "allgather_bucket_size": "nothing with gloo or NCCL: DeepSpeed ignores it (all_gather_into_tensor)",
-    "overlap_comm": "the peak, against reductions that wait for compute: a second bucket fills while one is "
+    "overlap_comm": "the peak, for reductions that overlap compute: a second bucket fills while one is "
     "reduced",
     **dict.fromkeys(
         ("prefetch_bucket_size", "max_live_parameters"),

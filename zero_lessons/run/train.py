@@ -68,7 +68,7 @@ def train_step(engine, snapshot: bool = False) -> tuple[float, dict | None]:
     dtype = next(engine.module.parameters()).dtype  # bf16 or fp16, as DeepSpeed cast the weights
     x, target = x.to(engine.device, dtype), target.to(engine.device)  # the CPU here; on GPUs the rank's own
     loss = torch.nn.functional.mse_loss(engine(x).float(), target)
-    engine.backward(loss)  # scales the loss under fp16; sums the gradients over the ranks
+    engine.backward(loss)  # scales the loss under fp16; averages the gradients over the ranks
     found = dataclasses.asdict(held(engine)) if snapshot else None  # stages 1 and 2 free gradients in step()
     engine.step()  # AdamW on this rank's part of the fp32 weights, then the bf16 copy is refreshed
     return loss.item(), found
