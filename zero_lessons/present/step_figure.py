@@ -293,7 +293,7 @@ def _groups(panels, unit: str) -> tuple[list, list, list]:
         box = plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1)))
         marks.append((box, "tolerance"))
     marks += [
-        (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "between passes: no activations"),
+        (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "the step's boundaries: no activations"),
         (plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), "the step model's peak"),
     ]
     return states, buffers, marks
