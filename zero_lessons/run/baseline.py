@@ -68,7 +68,9 @@ class Baseline:
         for stage in (2, 3):
             top = self.peak(stage)
             rows.append([f"peak per GPU, stage {stage}", f"{_gb(top.total)}, during {top.name}"])
-        rows.append(["the advisor's config instead", "; ".join(self.advisor_line(s) for s in (2, 3))])
+        rows.append(
+            ["the advisor's config for this example", "; ".join(self.advisor_line(s) for s in (2, 3))]
+        )
         return rows
 
     def advisor_line(self, stage: int) -> str:
