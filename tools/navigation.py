@@ -142,7 +142,7 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
     for i, path in enumerate(paths, 1):
         nb = books[path]
         lines.append(f"{i}. **{link(path, nb)}**")
-        lines += [f"   - {goal}" for goal in objectives(nb)]
+        lines += [" " * len(f"{i}. ") + f"- {goal}" for goal in objectives(nb)]  # nested under "10. " too
     lines += [
         "",
         "Teaching a class? The instructor guide is `docs/instructor.md`: plans for 90 minutes and 3 hours, "
