@@ -9,7 +9,8 @@ RULES = {
     "headroom free, so stage 3.",
     "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but on this few GPUs neither leaves the headroom "
     "free (stage 2 keeps the whole 16-bit weights beside its shards). Rule 2 does not apply either: the "
-    "whole weights, with the activations, would leave it free. So stage 3, or add GPUs until stage 2 fits.",
+    "whole weights and the activations fit with the headroom free. So stage 3, or add GPUs until stage 2 "
+    "fits.",
     "activations": "Rule 3: model state fits under stage 3 but activations do not, so add activation "
     "checkpointing or use a smaller micro-batch.",
     "offload": "Offload (not a numbered rule): no stage fits on the GPUs alone, so move state to host "
