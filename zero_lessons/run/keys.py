@@ -94,6 +94,8 @@ def _shown(value: object) -> str:
 
 def default_shown(key: Key) -> str:
     """A key's default as the table shows it; None (overlap_comm's) with what DeepSpeed makes of it."""
+    if key.path == "train_micro_batch_size_per_gpu":  # DeepSpeed's is None: set it, or train_batch_size
+        return f"none, required; {key.default} here"
     if key.default is not None:
         return _shown(key.default)
     at = [getattr(DeepSpeed(stage=stage), key.knob) for stage in (2, 3)]
