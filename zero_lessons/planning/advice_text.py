@@ -8,7 +8,7 @@ RULES = {
     "partition-parameters": "Rule 2: the whole 16-bit weights, with the activations, do not leave the "
     "headroom free, so stage 3.",
     "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but on this few GPUs neither leaves the headroom "
-    "free (stage 2 keeps the whole 16-bit weights beside its shards). Rule 2 does not apply either: the "
+    "free (stage 2 keeps the whole 16-bit weights beside its shards). Rule 2 does not apply: the "
     "whole weights and the activations fit with the headroom free. So stage 3, or add GPUs until stage 2 "
     "fits.",
     "activations": "Rule 3: model state fits under stage 3 but activations do not, so add activation "
