@@ -167,7 +167,7 @@ def loss_table(timelines, loss, unit: str = "GB") -> Table:
 TRADES = {
     "reduce_bucket_size": "less bucket memory against more, smaller reductions; the gradient partition may "
     "then arrive before the peak",
-    "allgather_bucket_size": "nothing with gloo or NCCL: DeepSpeed ignores it (all_gather_into_tensor)",
+    "allgather_bucket_size": "nothing: DeepSpeed ignores it where PyTorch has all_gather_into_tensor",
     "overlap_comm": "the peak, for reductions that overlap compute: a second bucket fills while one is "
     "reduced",
     **dict.fromkeys(
