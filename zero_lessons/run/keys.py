@@ -35,11 +35,12 @@ class Key:
     effect: str  #: what it changes, in one sentence
     knob: str | None = None  #: the `planning.step.DeepSpeed` knob that models it, if one does
     stage: int = 2  #: the stage its numbers are computed at
+    required: bool = False  #: DeepSpeed has no default (None): a config must set it; `default` is ours
 
 
 KEYS: tuple[Key, ...] = (
     Key("train_micro_batch_size_per_gpu", 1, 2, "memory", "samples per GPU per forward pass: activations "
-        "grow with it; model state does not"),
+        "grow with it; model state does not", required=True),
     Key("gradient_accumulation_steps", 1, 4, "traffic", "micro-batches per optimizer step: a larger batch "
         "with the same activations; stage 2 and 3 reduce gradients every micro-batch, stage 0-1 once"),
     Key("bf16.enabled", False, True, "memory and traffic", "16-bit weights and gradients (2 B instead of "
@@ -94,7 +95,7 @@ def _shown(value: object) -> str:
 
 def default_shown(key: Key) -> str:
     """A key's default as the table shows it; None (overlap_comm's) with what DeepSpeed makes of it."""
-    if key.path == "train_micro_batch_size_per_gpu":  # DeepSpeed's is None: set it, or train_batch_size
+    if key.required:  # set it, or train_batch_size
         return f"none, required; {key.default} here"
     if key.default is not None:
         return _shown(key.default)
