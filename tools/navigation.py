@@ -17,6 +17,7 @@ import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+START = "00_start_here.ipynb"  # the index every page links back to
 HEADER, FOOTER = "<!-- navigation: header -->", "<!-- navigation: footer -->"
 LESSONS = "<!-- navigation: lessons -->"  # the start page's list of lessons
 LIVE = (
@@ -73,9 +74,7 @@ def navigate(paths: list[pathlib.Path], books: dict) -> dict[pathlib.Path, str]:
         nb = books[path]
         prev = f"← {link(paths[i - 1], books[paths[i - 1]])}" if i else ""
         nxt = f"{link(paths[i + 1], books[paths[i + 1]])} →" if i + 1 < len(paths) else ""
-        bar = " · ".join(
-            x for x in ("[Start here](00_start_here.ipynb)", f"{i + 1} of {len(paths)}", prev, nxt) if x
-        )
+        bar = " · ".join(x for x in (f"[Start here]({START})", f"{i + 1} of {len(paths)}", prev, nxt) if x)
         cells = [c for c in nb.cells if not c.source.startswith((HEADER, FOOTER))]
         live = (
             f"\n\n*{LIVE}*" if "widgets" in nb.metadata else ""
@@ -87,7 +86,7 @@ def navigate(paths: list[pathlib.Path], books: dict) -> dict[pathlib.Path, str]:
                 _cell(
                     path.name,
                     FOOTER,
-                    f"**Next:** {nxt}" if nxt else "**The end.** Back to [Start here](00_start_here.ipynb).",
+                    f"**Next:** {nxt}" if nxt else f"**The end.** Back to [Start here]({START}).",
                 )
             ]
         )
@@ -153,11 +152,10 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
     }
-    name = "00_start_here.ipynb"
     nb.cells = [
-        _cell(name, HEADER, "\n".join(head)),
+        _cell(START, HEADER, "\n".join(head)),
         *(kept or []),
-        _cell(name, LESSONS, "\n".join(lines)),
+        _cell(START, LESSONS, "\n".join(lines)),
     ]
     return nbformat.writes(nb) + "\n"
 
@@ -177,7 +175,7 @@ def main(argv: list[str]) -> int:
     """Rewrite (or with --check, compare) every navigation cell and the index."""
     paths = lessons()
     books = {p: nbformat.read(p, as_version=4) for p in paths}
-    start = NOTEBOOKS / "00_start_here.ipynb"
+    start = NOTEBOOKS / START
     wanted = {start: index(paths, books, hand_written(start))} | navigate(paths, books)
     stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
     if "--check" in argv:
