@@ -248,7 +248,7 @@ def test_nothing_fits_never_recommends_what_it_just_ruled_out():
         on_host.reasons[-1]
         == "what would help: more GPUs, more host memory per node, or a smaller model or batch"
     )
-    assert "No rule is enough" in repr(untried) and "offload" not in untried.lines()[0]
+    assert "Even stage 3 is not enough" in repr(untried) and "offload" not in untried.lines()[0]
     # the first line says what stood in the way once offload was tried: the host, or the GPUs themselves
     assert (untried.blocker, on_host.blocker, on_gpu.blocker) == ("", "host", "host")
     assert on_host.lines()[0].endswith("Offload would fit the GPUs, but not the host memory given.")

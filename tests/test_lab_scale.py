@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from zero_lessons import memory
-from zero_lessons.planning import ds_scale, ds_traffic, step_model
+from zero_lessons.planning import DeepSpeed, ds_scale, ds_traffic, step_model, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.recipes import MIXED_ADAM
 
@@ -90,6 +90,26 @@ def test_what_stage_3_keeps_for_backward_and_why(rows):
     assert no_prefetch.by_prefetch == 0 and no_prefetch.by_distance == kept.by_distance
     with pytest.raises(TypeError, match="knobs must be a ds_scale.Knobs"):
         ds_scale.reuse(knobs={})
+
+
+def test_what_stage_3_holds_gathered_in_the_last_blocks_backward():
+    """While the backward pass runs block 32, the kept tensors (blocks 29 to 32 at 7.5 B) and block 28's two
+    MLP matrices, gathered ahead, are held: 8h² more than the step model's four whole blocks."""
+    h, held = 4_352, ds_scale.gathered_in_backward()
+    assert held == 4 * 12 * h * h + 2 * 4 * h * h  # the 13·h of biases and norms per block stay whole
+    step = timeline(transformer_model(MODELS["7.5b"]), DeepSpeed(stage=3), 8)
+    assert step.peak.name == "backward block 32"
+    assert 2 * held - step.peak.bytes_of("gathered parameters") == 2 * 8 * h * h  # 0.30 GB in bf16
+    off = ds_scale.Knobs(
+        max_reuse_distance=0, prefetch_bucket_size=0
+    )  # only the running module: an MLP matrix
+    assert ds_scale.gathered_in_backward(knobs=off) == 4 * h * h
+    sharded = ds_scale.gathered_in_backward(
+        threshold=0
+    )  # the biases and norms of what is held are gathered too
+    assert 0 < sharded - held < 100 * h
+    with pytest.raises(ValueError, match="last must be a whole number from 1 to 193"):
+        ds_scale.gathered_in_backward(last=0)
 
 
 def test_bytes_per_rank(rows):

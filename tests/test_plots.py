@@ -32,7 +32,8 @@ def test_stage_bars_heights_add_to_the_table():
 
 
 def test_scaling_and_step_time_figures():
-    assert len(plots.plot_scaling(7_500_000_000, max_gpus=64).axes[0].lines) == 4
+    ax = plots.plot_scaling(7_500_000_000, max_gpus=64).axes[0]
+    assert len([line for line in ax.lines if line.get_gid() != "floor"]) == 4  # one curve per stage
     fig = plots.plot_step_times(7_500_000_000, 8, {"a": "25 GB/s", "b": "100 Gb/s"})
     assert len(fig.axes[0].patches) == 8
 
@@ -46,10 +47,12 @@ def test_scaling_marks_the_gpu_count_as_the_explorer_does():
         (8, 28.125),
         (8, 15),
     ]
-    assert [t.get_text() for t in ax.texts] == ["80 GB", "120", "41.25", "28.125", "15", "8 GPUs"]
+    floors = ["floor 30 GB", "floor 15 GB"]  # stage 1 keeps 4 B per parameter whole, stage 2 keeps 2 B
+    assert [t.get_text() for t in ax.texts] == ["80 GB", *floors, "120", "41.25", "28.125", "15", "8 GPUs"]
+    assert [line.get_ydata()[0] for line in ax.lines if line.get_gid() == "floor"] == [30, 15]
     assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":"] == [8]
     plain = plots.plot_scaling(7_500_000_000, gpu_memory="80GB").axes[0]  # lesson 02's chart: no mark
-    assert len(plain.lines) == 5 and [t.get_text() for t in plain.texts] == ["80 GB"]
+    assert len(plain.lines) == 7 and [t.get_text() for t in plain.texts] == ["80 GB", *floors]
 
 
 @pytest.mark.parametrize(

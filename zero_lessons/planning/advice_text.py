@@ -7,7 +7,7 @@ RULES = {
     "little room, so stage 1 or 2.",
     "partition-parameters": "Rule 2: the whole 16-bit weights, with the activations, do not leave the "
     "headroom free, so stage 3.",
-    "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but on this few GPUs neither leaves the headroom "
+    "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but on so few GPUs neither leaves the headroom "
     "free (stage 2 keeps the whole 16-bit weights beside its shards). Rule 2 does not apply: the "
     "whole weights and the activations fit with the headroom free. So stage 3, or add GPUs until stage 2 "
     "fits.",
@@ -15,8 +15,7 @@ RULES = {
     "checkpointing or use a smaller micro-batch.",
     "offload": "Offload (not a numbered rule): no stage fits on the GPUs alone, so move state to host "
     "memory, at a cost in PCIe traffic; with it, the lowest stage that fits is taken.",
-    "does-not-fit": "No rule is enough: even under stage 3 the model state leaves too little room on these "
-    "GPUs.",
+    "does-not-fit": "Even stage 3 is not enough: its model state leaves too little room on these GPUs.",
 }
 #: Each key of RULES as the article's rule it applies, in a few words. A key names the rule's cause, not the
 #: stage: "partition-optimizer" (Rule 1) picks stage 2 as well, which splits the gradients too.

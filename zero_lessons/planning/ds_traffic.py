@@ -180,6 +180,17 @@ def stage3_gathers(modules: Modules, prefetch: int, max_live: int, reuse: int) -
     return [list(g) for v in walk for g in (v.on_demand, v.prefetched) if g]
 
 
+def stage3_live(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[int]:
+    """Elements stage 3 holds gathered while each entry of `trace` runs: gathered for it or prefetched around
+    it, and not yet released."""
+    sizes, live, out = [n for m in modules for n in m], set(), []
+    for visit in stage3_walk(modules, prefetch, max_live, reuse):
+        live |= {*visit.on_demand, *visit.prefetched}
+        out.append(sum(sizes[i] for i in live))
+        live -= set(visit.released)
+    return out
+
+
 def _released(order, used, step: int, seen: dict, sizes, reuse: int) -> set[int]:
     """A module's tensors freed after it runs: none used within `reuse` elements ahead or prefetched."""
     out = {i for i in used if seen[i] <= step}

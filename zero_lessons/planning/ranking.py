@@ -15,8 +15,8 @@ _PAPER = {stage: sum(c.multiple for c in communication.collectives(stage)) for s
 #: The ranking in one line, as every answer ends.
 RANKING_LINE = (
     f"Ranking: the ZeRO paper's, lowest stage first (stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per step, "
-    f"stage 3 {_PAPER[Stage.ZERO3]}Ψ); under DeepSpeed's defaults stages 1-3 each send 2Ψ to 3Ψ, "
-    "up to 1.5x stage 0."
+    f"stage 3 {_PAPER[Stage.ZERO3]}Ψ); under DeepSpeed's defaults stages 1 and 2 send about 3Ψ and "
+    "stage 3 2Ψ to 3Ψ, up to 1.5x stage 0."
 )
 #: The ranking at length: the paper's, and what DeepSpeed's defaults send instead.
 RANKING = (

@@ -112,9 +112,29 @@ def plot_scaling(
     if gpus is not None:
         gpus = checks.whole("gpus", gpus, high=checks.whole("max_gpus", max_gpus, high=checks.MAX_GPUS))
     fig = draw(figures.scaling(setup, unit, max_gpus, marker=gpus))
+    _mark_floors(fig.axes[0], setup, unit)
     if gpus is not None:
         _mark_gpus(fig.axes[0], Setup(params, gpus, recipe), unit)
     return fig
+
+
+def _mark_floors(ax, setup: Setup, unit: str) -> None:
+    """A faint line at each floor a curve flattens to: the bytes a stage keeps whole, where it also splits."""
+    for stage in Stage:
+        kept, split = memory.kept_and_split_bytes(setup, stage)
+        if kept and split:  # data parallelism splits nothing; ZeRO-3 keeps nothing whole
+            value, colour = float(units.in_unit(kept, unit)), figures.STAGE_COLOURS[stage.label]
+            ax.axhline(value, color=colour, lw=0.6, alpha=0.6, zorder=1, gid="floor")
+            ax.annotate(
+                f"floor {units.format_number(value)} {unit}",
+                (1, value),
+                xycoords=("axes fraction", "data"),
+                xytext=(-4, 3),
+                textcoords="offset points",
+                ha="right",
+                fontsize=8,
+                color=colour,
+            )
 
 
 def _mark_gpus(ax, setup: Setup, unit: str) -> None:

@@ -1,51 +1,54 @@
-"""ZeRO's stages set against their PyTorch equivalents (FSDP2 and kin), with the bytes of the paper's three
-model states (weights, gradients, optimizer state) that rank 0 holds in the lab's runs: the lab's predictions,
-which lessons 08 and 09 measure equal on real ranks and print. Adam's step counters and the framework's other
-scalars (a gradient norm, a flag) are left out here, as in those lessons' summaries. No torch."""
+"""ZeRO's stages set against their PyTorch equivalents (FSDP2 and kin): what each shards, and the lab modes
+that run each side, so a reader can find the bytes lessons 08 and 09 measure for it. No torch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..lab import modes, predict_deepspeed, predict_torch
+from ..lab import modes
 
-#: (ZeRO stage, DeepSpeed lab mode, PyTorch setting in words, PyTorch lab mode or None where unmeasured)
+#: (DeepSpeed lab mode, PyTorch setting in words, PyTorch lab mode): each pair is set to the same paper stage
 PAIRS = (
-    ("ZeRO-0", "ds_zero0", "DDP: nothing sharded", "ddp"),
-    ("ZeRO-1", "ds_zero1", "DDP + ZeroRedundancyOptimizer", "zero_redundancy_optimizer"),
-    ("ZeRO-2", "ds_zero2", "fully_shard(reshard_after_forward=False), SHARD_GRAD_OP-like", "fsdp_no_reshard"),
-    ("ZeRO-3", "ds_zero3", "fully_shard(), FULL_SHARD", "fsdp_reshard"),
-    ("ZeRO-3 with hpZ", None, "fully_shard(mesh=2-D DeviceMesh): hybrid sharding, HSDP", None),
+    ("ds_zero0", "DDP", "ddp"),
+    ("ds_zero1", "DDP + ZeroRedundancyOptimizer", "zero_redundancy_optimizer"),
+    ("ds_zero2", "fully_shard(reshard_after_forward=False), like FSDP1's SHARD_GRAD_OP", "fsdp_no_reshard"),
+    ("ds_zero3", "fully_shard(), like FSDP1's FULL_SHARD", "fsdp_reshard"),
+)
+NAMES = {"optimizer": "optimizer state"}
+#: Where a PyTorch setting's weights differ from its ZeRO stage's
+WEIGHTS_NOTE = {
+    "fsdp_no_reshard": ", which also shards the weights between steps but keeps each layer's gathered "
+    "from its forward to the end of backward"
+}
+#: The one pair that is close, not equal, and runs in neither lab (it needs several machines)
+HYBRID = (
+    "ZeRO-3 with hpZ (closest, not equal)",
+    "hpZ: as ZeRO-3, plus a second copy of the weights sharded within each node; HSDP: all three sharded "
+    "within a node and replicated across nodes",
+    "fully_shard(mesh=2-D DeviceMesh), hybrid sharding (HSDP)",
+    "neither: one machine",
 )
 
 
 @dataclass(frozen=True, repr=False)
 class Equivalents:
-    """The pairs, with each lab mode's model-state bytes held by rank 0 of `gpus` ranks."""
-
-    gpus: int = 2  #: world size the bytes are for
-
-    def held(self, key: str | None) -> str:
-        """Rank 0's weights, gradients and optimizer bytes under the lab mode `key`, or "not in the lab"."""
-        if key is None:
-            return "not in the lab"
-        mode = modes.get(key)
-        rule = predict_torch if mode.framework == modes.PYTORCH else predict_deepspeed
-        return f"{rule.held(mode, self.gpus, 0).states:,}"
+    """The pairs: the ZeRO stage, what it shards, PyTorch's equivalent, and the lab modes that run them."""
 
     def cells(self) -> list[list[str]]:
-        """The table as strings."""
-        return [[zero, self.held(ds), torch, self.held(pt)] for zero, ds, torch, pt in PAIRS]
+        """The table as strings, one row per stage, then hybrid sharding."""
+        rows = []
+        for deepspeed, torch, torch_mode in PAIRS:
+            stage = modes.get(deepspeed).stage
+            sharded = ", ".join(NAMES.get(s, s) for s in stage.partitioned) or "nothing"
+            rows.append(
+                [stage.label, sharded, torch + WEIGHTS_NOTE.get(torch_mode, ""), f"{deepspeed}, {torch_mode}"]
+            )
+        return [*rows, list(HYBRID)]
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in self.cells())
 
     def _repr_markdown_(self) -> str:
-        head = [
-            "ZeRO stage",
-            "DeepSpeed: B after backward (bf16)",
-            "PyTorch equivalent",
-            "PyTorch: B after the step (fp32)",
-        ]
+        head = ["ZeRO stage", "sharded across the GPUs", "PyTorch equivalent", "lab modes (lessons 09, 08)"]
         lines = [head, ["---"] * 4, *self.cells()]
         return "\n".join("| " + " | ".join(line) + " |" for line in lines)
