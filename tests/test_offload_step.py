@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from zero_lessons.planning import offload_step
+from zero_lessons.planning import counts, offload_step
 
 PSI = 7_500_000_000
 
@@ -63,6 +63,26 @@ def test_stage_3_adds_a_16_bit_round_trip_that_still_hides():
     assert small.phases[1].adds == Fraction("0.3") - Fraction("0.0512")  # the backward pass of 256 tokens
 
 
+def test_parameter_offload_brings_the_weights_up_for_each_pass_and_none_back():
+    """70 B on 8 GPUs, 4,096 tokens each at 150 TFLOP/s, 25 GB/s: a shard is 8.75e9 elements. Its weights
+    come up for the forward pass, 2 B × 8.75e9 / 25 GB/s = 0.7 s, inside that pass's third of 11.4688 s; the
+    backward pass's 10 B (8 of gradient trips, 2 of weights again) take 3.5 s, inside its two thirds. Nothing
+    comes back after the CPU's step, which alone is at least 28 B × 70e9 / 200 GB/s = 9.8 s."""
+    params = 70 * 10**9
+    step = offload_step.step(
+        params, 8, 4096, 150 * 10**12, "25 GB/s", stage=3, host_bandwidth="200 GB/s", parameters=True
+    )
+    compute, up, backward, adam = step.phases
+    assert compute.seconds == Fraction("11.4688") and adam.floor == Fraction("9.8")
+    assert (up.pcie, up.seconds, up.adds) == (2, Fraction("0.7"), 0)
+    assert (backward.pcie, backward.seconds, backward.adds) == (10, Fraction("3.5"), 0)
+    assert up.pcie + backward.pcie == max(counts.PARAMS_PCIE)  # the cautious end of the range, 10 to 12
+    assert step.total == compute.seconds + adam.seconds
+    assert "at least 21.27" in step.table()
+    slow = offload_step.step(params, 8, 4096, 150 * 10**12, "1 GB/s", stage=3, cpu_step=10, parameters=True)
+    assert slow.phases[1].adds == Fraction(17.5) - Fraction("11.4688") / 3  # the forward pass waits on PCIe
+
+
 def test_the_cpu_step_has_a_floor_in_host_memory_bandwidth():
     """28 B per parameter (read weight, gradient, two moments; write three back): 7.5e9 × 28 B at 200 GB/s =
     1.05 s, below the scaled report's 4.17 s; twice the bandwidth halves it."""
@@ -115,6 +135,8 @@ def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
         ({"stage": 0}, "offload needs a partitioned optimizer: stage must be 1, 2 or 3, got 0"),
         ({"host_bandwidth": "quick"}, "host_bandwidth"),
         ({"stage": 5}, "stage must be 0, 1, 2 or 3"),
+        ({"parameters": True}, "parameter offload needs stage 3, got ZeRO-2"),
+        ({"stage": 3, "parameters": "yes"}, "parameters must be True or False"),
     ],
 )
 def test_bad_input(kwargs, words):

@@ -382,6 +382,35 @@ def test_the_text_table_shows_numbers_with_separators_and_right_aligns_number_co
         text_table((), [("x",)])
 
 
+def test_a_loss_after_the_forward_pass_can_take_the_peak_and_shrink_a_knobs_move():
+    """Counting a loss held after the forward pass: the peak is the larger of that and the step model's own;
+    a knob that acts in the backward pass then moves the peak only by what rises above the loss's."""
+    loss = 2 * 10**9
+    base = timeline(BIG, DeepSpeed(stage=2), 8)
+    assert (
+        base.after_forward.kind == "forward"
+        and base.after_forward is [p for p in base.phases if p.kind == "forward"][-1]
+    )
+    assert base.peak_with_loss(0) == base.peak.total
+    assert base.peak_with_loss(loss) == max(base.peak.total, base.after_forward.total + loss)
+    bare, lossy = effects(BIG, 8), effects(BIG, 8, loss=loss)
+    assert lossy.loss == loss and bare.loss == 0 and "peak GB with the loss" in lossy.cells()[0]
+    for plain, counted in zip(bare.rows, lossy.rows, strict=True):
+        ck_before, ck_after = plain.change.checkpointing
+        for fw, ck, value in (
+            (plain.change.before, ck_before, counted.before),
+            (plain.change.after, ck_after, counted.after),
+        ):
+            assert value == timeline(BIG, fw, 8, checkpointing=ck).peak_with_loss(loss)
+    overlap = lossy.effect("overlap_comm")
+    assert overlap.before == base.after_forward.total + loss > base.peak.total  # the loss is stage 2's peak
+    assert (
+        0 < overlap.moved < bare.effect("overlap_comm").moved
+    )  # the second bucket rises above it only partly
+    with pytest.raises(ValueError, match="loss must be"):
+        base.peak_with_loss(-1)
+
+
 def test_the_knob_table_says_what_each_knob_trades_and_keeps_the_peaks():
     from zero_lessons.present.step_tables import TRADES, knob_table
 

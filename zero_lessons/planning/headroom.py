@@ -50,8 +50,8 @@ def budget(capacity: Fraction, share: Fraction) -> Fraction:
 
 
 def leaving(share: Fraction) -> str:
-    """', leaving 10% of each free' for a GPU count that keeps `share` free; '' when `share` is 0."""
-    return f", leaving {percent(share)}% of each free" if share else ""
+    """', leaving at least 10% of each free' for a GPU count that keeps `share` free; '' when `share` is 0."""
+    return f", leaving at least {percent(share)}% of each free" if share else ""
 
 
 def fewest(setup: Setup, stage: Stage, act: Fraction, share: Fraction) -> int | None:

@@ -57,7 +57,7 @@ class Phase:
 class Step:
     """The phases of one step, in order; the step takes the sum of what each adds."""
 
-    phases: tuple[Phase, ...]  #: compute, gradients down, the CPU's Adam step, weights back
+    phases: tuple[Phase, ...]  #: compute, the PCIe trips, the CPU's Adam step, and any trip after it
 
     @property
     def total(self) -> Fraction:
@@ -151,6 +151,13 @@ def _window(stage: Stage, compute: Fraction, gpus: int) -> tuple[Fraction, str]:
     return backward / gpus, f"the backward pass's last 1/{gpus}, when the first layers' gradients arrive"
 
 
+def _hidden(name: str, pcie: int, seconds: Fraction, window: Fraction, where: str) -> Phase:
+    """A PCIe trip that runs during `where` (`window` seconds of compute): only what outlasts it adds."""
+    outlasts = max(seconds - window, Fraction(0))
+    hides = f"partly: it outlasts {where}" if outlasts else f"yes: during {where}"
+    return Phase(name, pcie, seconds, outlasts, hides)
+
+
 def step(
     params: int,
     gpus: int,
@@ -162,32 +169,41 @@ def step(
     cpu_step=None,
     gpus_per_node: int = 8,
     host_bandwidth=None,
+    parameters: bool = False,
 ) -> Step:
-    """A step at `stage` (1 to 3) with the optimizer offloaded: compute, DeepSpeed's PCIe trips, and the
-    CPU's Adam step (`cpu_step` seconds if measured; else, given the host's memory bandwidth
-    `host_bandwidth`, its floor there; else scaled from issue 6834)."""
-    stage, _ = offload.rule(stage, "optimizer")
+    """A step at `stage` (1 to 3) with the optimizer offloaded, and with `parameters` the parameters too
+    (stage 3 only): compute, DeepSpeed's PCIe trips, and the CPU's Adam step (`cpu_step` seconds if
+    measured; else, given the host's memory bandwidth `host_bandwidth`, its floor there; else scaled from
+    issue 6834)."""
+    offloaded_too = "optimizer+parameters" if checks.flag("parameters", parameters) else "optimizer"
+    stage, _ = offload.rule(stage, offloaded_too)
     rate = units.as_rate("bandwidth", bandwidth)
     elements = memory.shard_elements(params, gpus)
     tokens = checks.whole("tokens_per_gpu", tokens_per_gpu, high=offload.MAX_TOKENS)
     compute = offload.compute_time(params, tokens, flops_per_second)
-    what, down_bytes = _down(stage)
-    down, back = (b * elements / rate for b in (down_bytes, offload.DEEPSPEED_BACK))
     adam = _cpu_adam(params, gpus, gpus_per_node, cpu_step, host_bandwidth)
-    window, where = _window(stage, compute, gpus)
-    outlasts = max(down - window, Fraction(0))
-    hides = f"partly: it outlasts {where}" if outlasts else f"yes: during {where}"
-    return Step(
-        (
-            Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY),
-            Phase(what, down_bytes, down, outlasts, hides),
-            adam,
-            Phase(
-                "weights back (16-bit)",
-                offload.DEEPSPEED_BACK,
-                back,
-                back,
-                "no: it comes after the CPU's step",
-            ),
-        )
+    what, down_bytes = _down(stage)
+    first = Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY)
+    if parameters:
+        return Step((first, *_parameter_trips(elements, rate, compute), adam))
+    back = offload.DEEPSPEED_BACK * elements / rate
+    after = Phase(
+        "weights back (16-bit)", offload.DEEPSPEED_BACK, back, back, "no: it comes after the CPU's step"
     )
+    trip = _hidden(what, down_bytes, down_bytes * elements / rate, *_window(stage, compute, gpus))
+    return Step((first, trip, adam, after))
+
+
+def _parameter_trips(elements: int, rate: Fraction, compute: Fraction) -> tuple[Phase, Phase]:
+    """With the parameters on the host too (DeepSpeed's code, `counts.PARAMS_PCIE`): each layer's 16-bit
+    weight shard comes up for the forward pass, hidden behind it; in the backward pass the gradients' trips
+    and, unless the layer is still held, the weights again (the cautious 10 bytes, not 8). The CPU writes the
+    updated weights into the host's copy, so nothing comes back after its step."""
+    forward = 1 - BACKWARD_SHARE
+    up, backward = 2, offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2
+    return (
+        _hidden("weights up for the forward pass (16-bit)", up, up * elements / rate, forward * compute,
+                "the forward pass"),
+        _hidden("gradients down and back (16-bit), down (fp32); weights up again unless still held", backward,
+                backward * elements / rate, BACKWARD_SHARE * compute, "the backward pass"),
+    )  # fmt: skip

@@ -114,15 +114,16 @@ class Effect:
         return self.after - self.before
 
 
-def effects(model: Model, gpus: int, changes: tuple[Change, ...] = CHANGES) -> EffectTable:
-    """Each change's peak before and after, for `model` on `gpus` ranks."""
+def effects(model: Model, gpus: int, changes: tuple[Change, ...] = CHANGES, *, loss: int = 0) -> EffectTable:
+    """Each change's peak before and after, for `model` on `gpus` ranks; with `loss`, the peak counts a loss
+    holding that many bytes after the forward pass (`Timeline.peak_with_loss`)."""
     found = []
     for change in changes:
         ck_before, ck_after = change.checkpointing
-        before = timeline(model, change.before, gpus, checkpointing=ck_before).peak.total
-        after = timeline(model, change.after, gpus, checkpointing=ck_after).peak.total
+        before = timeline(model, change.before, gpus, checkpointing=ck_before).peak_with_loss(loss)
+        after = timeline(model, change.after, gpus, checkpointing=ck_after).peak_with_loss(loss)
         found.append(Effect(change, before, after))
-    return EffectTable(tuple(found), model.name, gpus)
+    return EffectTable(tuple(found), model.name, gpus, loss=loss)
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class EffectTable:
     model: str  #: the model's name
     gpus: int  #: N
     unit: str = "GB"  #: the unit the peaks are shown in
+    loss: int = 0  #: bytes of loss counted after the forward pass, 0 for the step model's own peak
 
     def effect(self, knob: str) -> Effect:
         """The row for `knob`."""
@@ -154,7 +156,7 @@ class EffectTable:
             "framework",
             "knob",
             "change",
-            f"peak {unit}",
+            f"peak {unit}" + (" with the loss" if self.loss else ""),
             f"peak moves {unit}",
             "what it does to the traffic",
         ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .. import units
+from .. import checks, units
 from ..recipes import Recipe
 from ..stages import STATES
 from .step_knobs import knob_values
@@ -98,6 +98,16 @@ class Timeline:
     def peak(self) -> Phase:
         """The phase where the rank holds the most: its name, its total and its parts."""
         return self.phases[self.peak_index]
+
+    @property
+    def after_forward(self) -> Phase:
+        """The last forward phase: what is held as the loss runs, before the backward pass frees anything."""
+        return [phase for phase in self.phases if phase.kind == "forward"][-1]
+
+    def peak_with_loss(self, loss: int) -> int | Fraction:
+        """The peak once a loss holding `loss` bytes is counted: the loss runs after the forward pass, beside
+        all it holds, so the step peaks at the larger of that and the step model's own peak."""
+        return max(self.peak.total, self.after_forward.total + checks.byte_count("loss", loss))
 
     def phase(self, name: str) -> Phase:
         """The phase called `name`, e.g. "before optimizer step"."""

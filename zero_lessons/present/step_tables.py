@@ -146,7 +146,7 @@ def loss_table(timelines, loss, unit: str = "GB") -> Table:
     unit, body = units.unit_name(unit), []
     for t in timelines:
         checks.instance("each timeline", t, Timeline, "a planning Timeline")
-        after_forward = [p for p in t.phases if p.kind == "forward"][-1]
+        after_forward = t.after_forward
         peak, held = (_as_shown(b, unit) for b in (t.peak.total, after_forward.total + loss))
         top = max(peak, held)
         shown = (_shown(b, unit) for b in (peak, after_forward.total, top))

@@ -9,6 +9,8 @@ from ..lab.predict_deepspeed import DEFAULTS, shard
 from ..lab.results import Held
 from .predict import BF16, FP32, FP64, MODEL
 
+#: DeepSpeed's default: tensors of up to this many elements stay whole on every rank
+THRESHOLD = DEFAULTS["stage3_param_persistence_threshold"]
 ADAM = 12  #: bytes per element of the fp32 master weights and AdamW's two fp32 moments
 
 
@@ -29,7 +31,7 @@ class Legend:
     @property
     def kept(self) -> list[int]:
         """Sizes of the tensors under the persistence threshold, kept whole on every rank."""
-        return [n for n in MODEL.sizes if n <= DEFAULTS["stage3_param_persistence_threshold"]]
+        return [n for n in MODEL.sizes if n <= THRESHOLD]
 
     def held(self) -> Held:
         """The bytes the legend explains, by column."""
@@ -43,14 +45,16 @@ class Legend:
         share = f"Ψ/{self.ranks} = {part:,}"
         return [
             ("weights", f"the rank's bf16 piece of every tensor, {share} elements × {BF16} B, plus the "
-             f"{len(self.kept)} tensors under the persistence threshold kept whole beside it, {whole:,} "
-             f"elements × {BF16} B: {BF16 * part:,} + {BF16 * whole:,} = {held.weights:,}"),
+             f"{len(self.kept)} tensors under the persistence threshold ({THRESHOLD:,} elements) kept "
+             f"whole beside it, {whole:,} elements × {BF16} B: {BF16 * part:,} + {BF16 * whole:,} = "
+             f"{held.weights:,}"),
             ("gradients", f"the bf16 gradients of the rank's piece only, {BF16} B × {part:,} = "
              f"{held.gradients:,}"),
             ("optimizer", f"fp32 master weights and AdamW's two moments for the piece, {ADAM} B × {part:,} "
              f"= {held.optimizer:,}"),
             ("step counters", f"AdamW's step count, one fp32 tensor for the rank's flat piece: {FP32}"),
-            ("other", f"DeepSpeed's fp64 gradient norm ({FP64}) and a 1-byte bool flag: {FP64 + 1}"),
+            ("other", f"DeepSpeed's fp64 gradient norm ({FP64}) and a 1-byte bool flag, stage 3's inf/NaN "
+             f"tracker, which it keeps even under bf16: {FP64 + 1}"),
         ]  # fmt: skip
 
     def __repr__(self) -> str:
