@@ -108,6 +108,11 @@ def test_what_stage_3_holds_gathered_in_the_last_blocks_backward():
         threshold=0
     )  # the biases and norms of what is held are gathered too
     assert 0 < sharded - held < 100 * h
+    at_loss = ds_scale.gathered_at_loss()  # between the passes: the same tensors, block 28's two matrices in
+    assert (
+        at_loss == held and 2 * at_loss - step.after_forward.bytes_of("gathered parameters") == 2 * 8 * h * h
+    )
+    assert ds_scale.gathered_at_loss(knobs=off) == 0  # nothing kept, nothing gathered ahead
     with pytest.raises(ValueError, match="last must be a whole number from 1 to 193"):
         ds_scale.gathered_in_backward(last=0)
 

@@ -261,6 +261,13 @@ def test_tables_show_exact_bytes_rounded_only_for_display():
     assert "| --: |" in summary._repr_markdown_() and "<td>optimizer step</td>" in summary._repr_html_()
     with pytest.raises(TypeError, match="timelines must be a non-empty list of Timeline"):
         peak_table([])
+    # With a loss: one more column, the peak counting it; checkpointed, a small loss leaves the peak be.
+    lossy = peak_table([t], loss=10**9)
+    assert lossy.head[-1] == "peak with the loss GB" and len(lossy.numeric) == len(lossy.head) == 9
+    assert lossy.body == ((*row, units.format_number(units.in_unit(t.peak_with_loss(10**9), "GB"), 3)),)
+    assert t.peak_with_loss(10**9) == t.peak.total  # the optimizer step still tops the forward pass plus 1 GB
+    with pytest.raises(ValueError, match="loss must be"):
+        peak_table([t], loss=-1)
 
 
 def test_the_kinds_table_sets_two_peaks_side_by_side_and_each_row_adds_up():

@@ -190,21 +190,32 @@ def reuse(modules=None, knobs: Knobs = Knobs()) -> Reuse:
     )
 
 
+def _live(modules, knobs: Knobs, threshold: int) -> tuple[int, list[int]]:
+    """How many modules, and the weight elements stage 3 holds gathered at each entry of `trace`, with
+    tensors of up to `threshold` elements kept whole on every rank (never gathered)."""
+    modules = _checked(modules, knobs)
+    checks.whole("threshold", threshold, low=0, high=10**15)
+    big = [tuple(n for n in m if n > threshold) for m in modules]
+    knobs_in_order = (knobs.prefetch_bucket_size, knobs.max_live_parameters, knobs.max_reuse_distance)
+    return len(modules), ds_traffic.stage3_live(big, *knobs_in_order)
+
+
 def gathered_in_backward(
     modules=None, knobs: Knobs = Knobs(), *, threshold: int = 100_000, last: int = 6
 ) -> int:
     """The most weight elements stage 3 holds gathered while the backward pass runs the model's last `last`
     modules (default: the 7.5 B model's block 32 under DeepSpeed's defaults, which keep tensors of up to
     `threshold` elements whole on every rank, so never gathered)."""
-    modules = _checked(modules, knobs)
-    checks.whole("threshold", threshold, low=0, high=10**15)
-    checks.whole("last", last, low=1, high=len(modules))
-    big = [tuple(n for n in m if n > threshold) for m in modules]
-    live = ds_traffic.stage3_live(
-        big, knobs.prefetch_bucket_size, knobs.max_live_parameters, knobs.max_reuse_distance
-    )
-    first = 2 * len(modules) + 1  # `trace`: backward reaches the last module here, then every second entry
+    count, live = _live(modules, knobs, threshold)
+    checks.whole("last", last, low=1, high=count)
+    first = 2 * count + 1  # `trace`: backward reaches the last module here, then every second entry
     return max(live[first + 2 * k] for k in range(last))
+
+
+def gathered_at_loss(modules=None, knobs: Knobs = Knobs(), *, threshold: int = 100_000) -> int:
+    """Weight elements stage 3 holds gathered as the loss runs, between the forward and backward passes."""
+    count, live = _live(modules, knobs, threshold)
+    return live[2 * count]  # `trace`: the parameter-free entry between the passes
 
 
 def predict(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> tuple[StageTraffic, ...]:

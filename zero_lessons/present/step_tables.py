@@ -94,34 +94,31 @@ def kinds_table(phases: dict, unit: str = "GB") -> Table:
     return Table(head, tuple(body), (False, *[True] * (len(head) - 1)))
 
 
-def peak_table(timelines, unit: str = "GB") -> Table:
+def peak_table(timelines, unit: str = "GB", *, loss=None) -> Table:
     """Per timeline: model state before the optimizer step, then the peak's phase and bytes, split into the
-    model state held at the peak and the bytes beyond it (what the paper's table leaves out).
+    model state held at the peak and the bytes beyond it (what the paper's table leaves out); with `loss`, a
+    last column: the peak once a loss holding that many bytes is counted (`Timeline.peak_with_loss`).
 
     The split is taken at the peak: the model state changes over a step (DeepSpeed's stages 1 and 2 allocate
-    their gradient partition at the first reduction). The last column is the peak minus the model state as
+    their gradient partition at the first reduction). The beyond column is the peak minus the model state as
     both are shown, so a row adds up as printed (within one last digit of the exact difference)."""
     if not isinstance(timelines, (tuple, list)) or not timelines:
         raise TypeError(f"timelines must be a non-empty list of Timeline, got {checks.shown(timelines)}")
     unit = units.unit_name(unit)
-
+    loss = None if loss is None else checks.byte_count("loss", loss)
     body = []
     for t in timelines:
         checks.instance("each timeline", t, Timeline, "a planning Timeline")
-        state = t.phase("before optimizer step").model_state
         peak = t.peak
-        body.append(
-            (
-                t.framework.label,
-                str(t.gpus),
-                "on" if t.checkpointing else "off",
-                _shown(state, unit),
-                peak.name,
-                _shown(peak.total, unit),
-                _shown(peak.model_state, unit),
-                _shown(_as_shown(peak.total, unit) - _as_shown(peak.model_state, unit), unit),
-            )
-        )
+        row = [t.framework.label, str(t.gpus), "on" if t.checkpointing else "off"]
+        row += [
+            _shown(t.phase("before optimizer step").model_state, unit),
+            peak.name,
+            _shown(peak.total, unit),
+        ]
+        row += [_shown(peak.model_state, unit)]
+        row += [_shown(_as_shown(peak.total, unit) - _as_shown(peak.model_state, unit), unit)]
+        body.append(tuple(row + ([] if loss is None else [_shown(t.peak_with_loss(loss), unit)])))
     head = (
         "setup",
         "N",
@@ -131,8 +128,9 @@ def peak_table(timelines, unit: str = "GB") -> Table:
         f"peak {unit}",
         f"model state at the peak {unit}",
         f"beyond model state at the peak {unit}",
+        *(() if loss is None else (f"peak with the loss {unit}",)),
     )
-    return Table(head, tuple(body), (False, True, False, True, False, True, True, True))
+    return Table(head, tuple(body), (False, True, False, True, False, True, True, True, True)[: len(head)])
 
 
 def loss_table(timelines, loss, unit: str = "GB") -> Table:
