@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from .. import checks, memory, tables, units
 from ..inputs import Setup
+from ..recipes import MIXED_ADAM
 from ..stages import Stage
 from . import ds_estimator, offload
 
@@ -268,8 +269,8 @@ def host_table(params: int, gpus: int = 8) -> str:
 
 def pcie_table(params: int, gpus: int, bandwidth) -> str:
     """Bytes one GPU's share sends over PCIe per step for each offload of `offload.ORDER`, by the package's
-    count and by DeepSpeed's code (a range, `PARAMS_PCIE`, with the parameters offloaded), as bytes per shard
-    element, GB and seconds at `bandwidth`."""
+    count and by DeepSpeed's code (with the parameters offloaded, each a range: a layer still held for the
+    backward pass is not fetched again), as bytes per shard element, GB and seconds at `bandwidth`."""
     rate = units.as_rate("bandwidth", bandwidth)
     elements = memory.shard_elements(checks.params(params), gpus)
     head = f"PCIe per GPU per step at {units.format_rate(rate)} (bytes per shard element: total, time)"
@@ -284,5 +285,7 @@ def pcie_table(params: int, gpus: int, bandwidth) -> str:
         both = what != "optimizer"
         design = offload.link_bytes(params, gpus, stage, parameters=both) / elements
         code = PARAMS_PCIE if both else (offload.DEEPSPEED_PCIE[stage],)
-        rows.append([_choice(stage, what), cell(design), cell(*code)])
+        # with the parameters offloaded, a layer still held for the backward pass needs no second trip up
+        mine = (design - MIXED_ADAM.weight_bytes, design) if both else (design,)
+        rows.append([_choice(stage, what), cell(*mine), cell(*code)])
     return tables.markdown(rows, ["---", "--:", "--:"])
