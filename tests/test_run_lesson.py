@@ -45,6 +45,13 @@ def test_the_key_effects_table_shows_each_keys_values_words_and_numbers():
         "sent per micro-batch, DeepSpeed default: stage 1 3Ψ → 0.75Ψ; stage 2 3Ψ → 2.25Ψ",
     )
     assert effects._repr_markdown_().count("\n") == len(table.keys) + 1
+    # split by measure: the peak rows' numbers are all peaks per GPU, the rest's none; together every key once
+    peaks, others = table.effects("peak").rows, table.effects("other").rows
+    assert all(r[3].startswith("peak per GPU at stage ") for r in peaks) and len(peaks) == 10
+    assert not any(r[3].startswith("peak per GPU") for r in others)
+    assert sorted(peaks + others) == sorted(effects.rows)
+    with pytest.raises(ValueError, match="measure must be one of"):
+        table.effects("time")
 
 
 def test_the_smallest_subnormals_are_the_ieee_and_bfloat16_powers_of_two():

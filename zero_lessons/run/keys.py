@@ -1,9 +1,6 @@
-"""The DeepSpeed config keys that matter beyond the stage: what each changes in memory or traffic, with
-the package's numbers for one example model at the default and at one other value. No torch. Defaults are
-DeepSpeed 0.19.8's: the package's knob table (`planning.step_knobs.DeepSpeed`, from its
-`runtime/zero/config.py`; overlap_comm's None means True at stage 3 only), else `runtime/constants.py`
-(`bf16.enabled`: BFLOAT16_ENABLED_DEFAULT, False).
-"""
+"""The DeepSpeed config keys that matter beyond the stage, with the package's numbers for one example model
+at the default and one other value. No torch. Defaults are DeepSpeed 0.19.8's: `planning.step_knobs` (from
+`runtime/zero/config.py`; overlap_comm's None is True at stage 3 only), else `runtime/constants.py`."""
 
 from __future__ import annotations
 
@@ -154,9 +151,9 @@ def numbers(key: Key) -> str:
             )
         sends = sent(2, 1, "DeepSpeed default") * psi  # elements, in the config's dtype (its default)
         return (
-            f"stage 2 model state per GPU: {_gb(fp32)} (all in fp32) → {_gb(mixed)} (bf16, fp32 master); "
-            f"stage 2 sends {_psi(sends / psi)} per GPU per step, in the training dtype: "
-            f"{_gb(4 * sends)} → {_gb(2 * sends)}"
+            f"stage 2 model state per GPU: {_gb(fp32)} (fp32, 4 + 4 + 8 B, no master copy) → {_gb(mixed)} "
+            f"(bf16, fp32 master); stage 2 sends {_psi(sends / psi)} per GPU per step, in the training "
+            f"dtype: {_gb(4 * sends)} → {_gb(2 * sends)}"
         )
     if key.path.endswith("offload_optimizer.device"):
         gpu, host = offload.offloaded(psi, GPUS, Stage(2))
@@ -198,15 +195,10 @@ def advisor_sets(key: Key) -> str:
     return "—"
 
 
-HEAD = (
-    "key",
-    "DeepSpeed default",
-    "advisor sets",
-    "tried",
-    "changes",
-    "what it does",
-    "numbers (7.5 B GPT, 8 GPUs): default → tried",
-)
+HEAD = ("key", "DeepSpeed default", "advisor sets", "tried", "changes", "what it does",
+        "numbers (7.5 B GPT, 8 GPUs): default → tried")  # fmt: skip
+#: What a key's numbers measure: the peak per GPU (a step-model knob, or the micro-batch), or otherwise
+MEASURES = ("peak", "other")
 
 
 @dataclass(frozen=True, repr=False)
@@ -230,10 +222,17 @@ class KeyTable:
             raise ValueError(f"path must be one of {', '.join(k.path for k in self.keys)}, got {path!r}")
         return found[0]
 
-    def effects(self) -> Table:
-        """Each key's default → tried value, what it does, and the package's numbers at the two values."""
+    def effects(self, measure: str | None = None) -> Table:
+        """Each key's default → tried value, what it does, and the package's numbers at the two values; with
+        `measure`, only the keys whose numbers are the peak per GPU ("peak") or the rest ("other")."""
+        keep = MEASURES if measure is None else (checks.choice("measure", measure, MEASURES),)
+        picked = [
+            r
+            for k, r in zip(self.keys, self.rows, strict=True)
+            if MEASURES[not (k.knob or k.required)] in keep
+        ]
         head = ("key", "DeepSpeed default → tried", "what it does", "numbers: default → tried")
-        return Table(head, tuple((r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for r in self.rows))
+        return Table(head, tuple((r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for r in picked))
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in [list(HEAD), *self.rows])
