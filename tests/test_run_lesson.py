@@ -1,5 +1,7 @@
 """Lesson 12's displays: the key table's baseline, its two narrower tables, and the formats' subnormals."""
 
+import pathlib
+
 import pytest
 
 
@@ -82,6 +84,20 @@ def test_the_bf16_row_gives_its_traffic_in_both_dtypes():
 
     row = keys.numbers(keys.KeyTable().get("bf16.enabled"))
     assert "stage 2 sends 3Ψ per GPU per step, in the training dtype: 89.92 GB → 44.96 GB" in row
+    # In fp32, DeepSpeed's stages 1 and 2 still clone an fp32 master partition: 4Ψ + (4 + 4 + 8)Ψ/8 = 6Ψ
+    psi = keys.transformer_model(keys.SHAPE).params
+    assert "stage 2 model state per GPU: 44.96 GB (fp32, with a cloned fp32 master)" in row
+    assert round(6 * psi / 10**9, 2) == 44.96
+
+
+def test_deepspeeds_stage_1_and_2_clone_the_master_partition_even_in_fp32():
+    from conftest import need_module
+
+    source = pathlib.Path(need_module("deepspeed.runtime.zero.stage_1_and_2").__file__).read_text()
+    assert (
+        "weights_partition = self.parallel_partitioned_bit16_groups[i][partition_id].detach().clone()"
+        in source
+    )
 
 
 def test_the_run_legend_explains_every_column_of_a_stage_3_run():

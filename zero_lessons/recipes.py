@@ -138,6 +138,19 @@ FP32_ADAM = Recipe(
     (Part("fp32 weights", "weights", 4), Part("fp32 gradients", "gradients", 4), _MOMENTUM, _VARIANCE),
     "torch.optim.Adam on fp32 weights",
 )
+#: DeepSpeed's ZeRO stages 1 and 2 training in fp32: stage_1_and_2.py still clones an fp32 master partition
+#: beside the fp32 weights, so 4 + 4 + 12 = 20 B (not a preset: the lessons' recipes are the paper's counts).
+DEEPSPEED_FP32 = Recipe(
+    "deepspeed-fp32",
+    (
+        Part("fp32 weights", "weights", 4),
+        Part("fp32 gradients", "gradients", 4),
+        _MASTER,
+        _MOMENTUM,
+        _VARIANCE,
+    ),
+    "DeepSpeed 0.19.8, runtime/zero/stage_1_and_2.py: single_partition_of_fp32_groups is a clone",
+)
 #: Mixed precision with 8-bit Adam moments: 2 + 2 + (4 + 1 + 1) = 10 B.
 MIXED_ADAM_8BIT = Recipe(
     "mixed-adam-8bit",

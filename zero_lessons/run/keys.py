@@ -12,6 +12,7 @@ from .. import checks, communication, memory, units
 from ..planning import ds_config, offload
 from ..planning.step import DeepSpeed, timeline, transformer_model
 from ..planning.step_choices import MODELS
+from ..recipes import DEEPSPEED_FP32
 from ..stages import Stage
 from .precision import largest
 
@@ -143,7 +144,7 @@ def numbers(key: Key) -> str:
             for s in (1, 2)
         )
     if key.path in ("bf16.enabled", "fp16.enabled"):
-        mixed, fp32 = (memory.per_gpu(psi, GPUS, Stage(2), r).total for r in ("mixed-adam", "fp32-adam"))
+        mixed, fp32 = (memory.per_gpu(psi, GPUS, Stage(2), r).total for r in ("mixed-adam", DEEPSPEED_FP32))
         if key.path == "fp16.enabled":
             return (
                 f"same bytes as bf16; largest value {largest('float16'):,} in fp16, "
@@ -151,7 +152,7 @@ def numbers(key: Key) -> str:
             )
         sends = sent(2, 1, "DeepSpeed default") * psi  # elements, in the config's dtype (its default)
         return (
-            f"stage 2 model state per GPU: {_gb(fp32)} (fp32, 4 + 4 + 8 B, no master copy) → {_gb(mixed)} "
+            f"stage 2 model state per GPU: {_gb(fp32)} (fp32, with a cloned fp32 master) → {_gb(mixed)} "
             f"(bf16, fp32 master); stage 2 sends {_psi(sends / psi)} per GPU per step, in the training "
             f"dtype: {_gb(4 * sends)} → {_gb(2 * sends)}"
         )
