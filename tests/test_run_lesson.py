@@ -111,3 +111,12 @@ def test_the_run_legend_explains_every_column_of_a_stage_3_run():
     assert "283,656 + 43,024 = 326,680" in text and "12 B × 141,828 = 1,701,936" in text
     with pytest.raises(ValueError, match="ranks"):
         legend.Legend(1)
+
+
+def test_deepspeeds_stage_3_checks_for_overflow_only_under_fp16():
+    """Lesson 12: under bf16 no step is skipped; the inf/NaN flag is allocated but only fp16 reads it."""
+    from conftest import need_module
+
+    source = pathlib.Path(need_module("deepspeed.runtime.zero.stage3").__file__).read_text()
+    assert "if self.dtype == torch.float16:\n            self.check_overflow()" in source
+    assert "self.inf_or_nan_tracker: Tensor = torch.zeros(1, dtype=torch.bool" in source

@@ -86,6 +86,29 @@ def _bar_tops(ax, count: int) -> list[float]:
     return tops
 
 
+def test_a_modelled_loss_is_a_bar_of_its_own_and_can_take_the_peak():
+    """With `model_loss`, the loss's column stacks the last forward phase's parts and the loss, hatched; the
+    red line, mark and title move to it when it tops the step model's peak, and stay put when it does not."""
+    t = timeline(BIG, DeepSpeed(stage=2), 8)
+    loss = 2 * 10**9  # more than the backward pass adds: the loss is the peak
+    panel = Panel("zero-2", t, model_loss=loss)
+    assert panel.peak == (t.peak_with_loss(loss), None) and panel.peak[0] > t.peak.total
+    ax = plot_step([panel], "GB").axes[0]
+    xs, loss_x = panel.columns()
+    bars = [p for p in ax.patches if p.get_x() + p.get_width() / 2 == loss_x]
+    assert sum(b.get_height() for b in bars) * 10**9 == pytest.approx(float(t.after_forward.total + loss))
+    assert [b.get_gid() for b in bars][-1] == "model loss" and bars[-1].get_hatch() == "////"
+    (mark,) = [line for line in ax.get_lines() if line.get_gid() == "peak bar"]
+    assert list(mark.get_xdata()) == [loss_x] and ax.get_title(loc="right").startswith("peak with the loss ")
+    assert ax.get_title(loc="right").endswith("GB at the loss")
+    small = Panel("zero-2", t, model_loss=1)  # a loss that tops nothing: the step model's peak stays
+    assert small.peak == (t.peak.total, t.peak_index)
+    legend_names = [text.get_text() for text in plot_step([panel], "GB").legends[0].get_texts()]
+    assert "the loss, after the forward pass" in legend_names and "the peak, with the loss" in legend_names
+    with pytest.raises(ValueError, match="model_loss bytes must be ≥ 0"):
+        Panel("a", t, model_loss=-1)
+
+
 def test_the_loss_gets_a_column_of_its_own_after_the_forward_pass():
     t = timeline(TINY, DDP(), 2)
     panel = Panel("ddp", t, tuple(p.total for p in t.phases), loss=t.peak.total + 500)

@@ -22,24 +22,17 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import ScaledTranslation
 
 from .. import checks, units
-from ..planning.step_parts import KINDS, Timeline
-from .figures import KIND_COLOURS, STATE_NAMES
+from ..planning.step_parts import Timeline
+from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
+from .step_legend import LEGEND_ROW, LOSS_STYLE, STACK, legend, legend_rows
 
-#: Kinds from the bottom of a bar to its top: weights, gradients, optimizer state, then transient buffers.
-STACK = ("weights", "gradients", "optimizer", *KINDS[3:])
-#: A kind's name in the legend.
-KIND_NAMES = {**STATE_NAMES, **{kind: kind for kind in KINDS[3:]}}
 #: Most phases named one by one on the axis; a longer step names its runs instead.
 MAX_LABELLED = 24
 #: Most panels one figure holds.
 MAX_PANELS = 8
 #: Inches: the book's text column is about 784 px wide at matplotlib's 100 dpi.
 WIDTH, PANEL_HEIGHT = 7.84, 1.9
-#: Legend entries per column, under the column's heading, and the inches each row takes.
-LEGEND_DEPTH, LEGEND_ROW = 3, 0.13
-#: The legend's groups, one heading each: the paper's model state, the step's buffers, the marks.
-LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", "marks")
 
 
 def short_name(phase: str) -> str:
@@ -78,6 +71,9 @@ class Panel:
     #: bytes measured while the loss is computed, a stretch the model has no phase for; drawn as a hollow
     #: marker in a column of its own after the forward pass (None: no such column)
     loss: int | Fraction | None = None
+    #: bytes the model's loss holds after the forward pass (`Timeline.peak_with_loss`), beside all that pass
+    #: holds: drawn as that phase's bar with the loss hatched on top, in the loss's column (None: not drawn)
+    model_loss: int | Fraction | None = None
 
     def __post_init__(self):
         checks.instance("title", self.title, str, "text")
@@ -94,16 +90,26 @@ class Panel:
             checks.instance("reference label", self.reference[0], str, "text")
             level = checks.exact("reference bytes", self.reference[1], digits=None)
             object.__setattr__(self, "reference", (self.reference[0], level))
-        if self.loss is not None:
-            if not any(p.kind == "forward" for p in self.timeline.phases):
-                raise ValueError("loss needs a timeline with a forward pass to follow")
-            object.__setattr__(self, "loss", _per_phase("loss", (self.loss,), 1)[0])
+        for name in ("loss", "model_loss"):
+            if getattr(self, name) is not None:
+                if not any(p.kind == "forward" for p in self.timeline.phases):
+                    raise ValueError(f"{name} needs a timeline with a forward pass to follow")
+                object.__setattr__(self, name, _per_phase(name, (getattr(self, name),), 1)[0])
+
+    @property
+    def peak(self) -> tuple[int | Fraction, int | None]:
+        """The panel's peak in bytes, and the phase it falls in (None: the loss's column, when the modelled
+        loss tops the step model's own peak)."""
+        t = self.timeline
+        if self.model_loss is None or t.peak_with_loss(self.model_loss) == t.peak.total:
+            return t.peak.total, t.peak_index
+        return t.peak_with_loss(self.model_loss), None
 
     def columns(self) -> tuple[tuple[int, ...], int | None]:
         """The x position of each phase, and of the loss's column (None without one): the loss comes
         right after the last forward phase, and the phases after it move one place right."""
         count = len(self.timeline.phases)
-        if self.loss is None:
+        if self.loss is None and self.model_loss is None:
             return tuple(range(count)), None
         after = max(i for i, p in enumerate(self.timeline.phases) if p.kind == "forward")
         return tuple(i + (i > after) for i in range(count)), after + 1
@@ -150,7 +156,7 @@ def plot_step(panels, unit: str = "kB", title: str = "", same_scale: bool = Fals
     unit = units.unit_name(unit)
     checks.instance("title", title, str, "text")
     checks.instance("same_scale", same_scale, bool, "True or False")
-    head = LEGEND_ROW * _legend_rows(panels, unit) + (0.3 if title else 0.05)
+    head = LEGEND_ROW * legend_rows(panels, unit) + (0.3 if title else 0.05)
     height = PANEL_HEIGHT * len(panels) + head
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height))
     axes = [axes] if len(panels) == 1 else list(axes)
@@ -160,7 +166,7 @@ def plot_step(panels, unit: str = "kB", title: str = "", same_scale: bool = Fals
         top = max(ax.get_ylim()[1] for ax in axes)
         for ax in axes:
             ax.set_ylim(0, top)
-    _legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height)
+    legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")
     fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / height), h_pad=0.5)
@@ -174,17 +180,19 @@ PEAK_MARK = {"marker": "v", "ms": 5, "color": "crimson", "ls": "none", "zorder":
 
 def _draw_panel(ax, panel: Panel, unit: str) -> None:
     """One setup: boundaries shaded, bars stacked by kind, measured markers, the model's peak dashed."""
-    t, size = panel.timeline, units.unit_size(unit)
+    size = units.unit_size(unit)
     tops = _draw_bars(ax, panel, unit)
-    peak = float(Fraction(t.peak.total) / size)
+    top, at = panel.peak
+    peak = float(Fraction(top) / size)
     ax.axhline(peak, color="crimson", ls="--", lw=0.9, zorder=1, gid="peak")
-    shown = units.format_number(Fraction(t.peak.total) / size, 1)
+    shown = units.format_number(Fraction(top) / size, 1)
     ax.set_title(panel.title.replace("$", r"\$"), fontsize=9, loc="left", pad=3)
-    right = f"step-model peak {shown} {unit} at {t.peak.name}"  # the full name, as the tables write it
-    ax.set_title(right, fontsize=8, loc="right", pad=3, color="crimson")
+    where = "the loss" if at is None else panel.timeline.phases[at].name  # the full name, as tables write it
+    which = "step-model peak" if panel.model_loss is None else "peak with the loss"
+    ax.set_title(f"{which} {shown} {unit} at {where}", fontsize=8, loc="right", pad=3, color="crimson")
     xs, loss_x = panel.columns()
     lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond
-    ax.plot([xs[t.peak_index]], [peak], gid="peak bar", transform=lifted, **PEAK_MARK)
+    ax.plot([loss_x if at is None else xs[at]], [peak], gid="peak bar", transform=lifted, **PEAK_MARK)
     ticks, labels = list(xs), list(panel.labels())
     if loss_x is not None:
         ticks.insert(loss_x, loss_x)
@@ -229,71 +237,22 @@ def _draw_bars(ax, panel: Panel, unit: str) -> list[float]:
     if panel.measured is not None:
         measured = [float(v / size) for v in panel.measured]
         ax.plot(list(x), measured, ls="none", marker="D", ms=3.5, color="black", zorder=3, gid="measured")
+    if panel.model_loss is not None:
+        _draw_loss_bar(ax, panel, loss_x, size)
     if panel.loss is not None:
         style = {"marker": "D", "ms": 4, "mfc": "white", "mec": "black", "ls": "none"}
         ax.plot([loss_x], [float(panel.loss / size)], zorder=3, gid="loss", **style)
     return bottom
 
 
-def _legend_rows(panels, unit: str) -> int:
-    """Rows the legend takes: a heading, then `LEGEND_DEPTH` entries."""
-    return LEGEND_DEPTH + 1
-
-
-def _legend(fig: Figure, panels, unit: str, top: float) -> None:
-    """One legend above the panels, in columns under three headings: the kinds of model state drawn, the
-    step's buffers drawn, then the markers, the bands and the peak line."""
-    handles, names = _entries(panels, unit)
-    legend = fig.legend(
-        handles,
-        names,
-        loc="upper center",
-        ncol=len(handles) // (LEGEND_DEPTH + 1),
-        fontsize=7.5,
-        frameon=False,
-        bbox_to_anchor=(0.5, top),
-        handlelength=1.4,
-        handletextpad=0.5,
-        columnspacing=1.0,
+def _draw_loss_bar(ax, panel: Panel, x: int, size) -> None:
+    """The modelled loss's column: the last forward phase's parts, then the loss hatched on top."""
+    base, after = 0.0, panel.timeline.after_forward
+    for kind in STACK:
+        height = float(Fraction(after.bytes_of(kind)) / size)
+        if height:
+            ax.bar([x], [height], 0.72, bottom=[base], color=KIND_COLOURS[kind], zorder=2, gid=kind)
+            base += height
+    ax.bar(
+        [x], [float(panel.model_loss / size)], 0.72, bottom=[base], zorder=2, gid="model loss", **LOSS_STYLE
     )
-    for text in legend.get_texts():
-        if text.get_text() in LEGEND_GROUPS:
-            text.set_fontweight("bold")
-
-
-def _entries(panels, unit: str) -> tuple[list, list[str]]:
-    """The legend's handles and names, column by column: each group's heading, then its entries,
-    `LEGEND_DEPTH` to a column; a group's further columns have a blank heading, a short column blank rows."""
-    blank = plt.Line2D([], [], ls="none")
-    handles, names = [], []
-    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit), strict=True):
-        for start in range(0, len(entries), LEGEND_DEPTH):
-            column = entries[start : start + LEGEND_DEPTH]
-            column += [(blank, "")] * (LEGEND_DEPTH - len(column))
-            handles += [blank, *(h for h, _ in column)]
-            names += [heading if start == 0 else "", *(n for _, n in column)]
-    return handles, names
-
-
-def _groups(panels, unit: str) -> tuple[list, list, list]:
-    """(handle, name) pairs of each legend group: the model states drawn, the buffers drawn, the marks."""
-    drawn = [k for k in STACK if any(k in p.heights(unit) for p in panels)]
-    kinds = [(plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]), KIND_NAMES[k]) for k in drawn]
-    states = [entry for entry, k in zip(kinds, drawn, strict=True) if k in STACK[:3]]
-    buffers = [entry for entry, k in zip(kinds, drawn, strict=True) if k not in STACK[:3]]
-    marks = []
-    if any(p.measured is not None for p in panels):
-        marks.append(
-            (plt.Line2D([], [], ls="none", marker="D", ms=4, color="black"), "measured, busiest rank")
-        )
-    if any(p.loss is not None for p in panels):
-        hollow = plt.Line2D([], [], ls="none", marker="D", ms=4, mfc="white", mec="black")
-        marks.append((hollow, "measured during the loss"))
-    if any(p.tolerance is not None and any(p.tolerance) for p in panels):
-        box = plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1)))
-        marks.append((box, "tolerance"))
-    marks += [
-        (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "the step's boundaries: no activations"),
-        (plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), "the step model's peak"),
-    ]
-    return states, buffers, marks

@@ -1,0 +1,96 @@
+"""The step figure's legend: one block above the panels, in columns under three headings (the model state
+drawn, the step's buffers drawn, the marks), each column `LEGEND_DEPTH` entries deep."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from ..planning.step_parts import KINDS
+from .figures import KIND_COLOURS, STATE_NAMES
+
+#: Kinds from the bottom of a bar to its top: weights, gradients, optimizer state, then transient buffers.
+STACK = ("weights", "gradients", "optimizer", *KINDS[3:])
+#: A kind's name in the legend.
+KIND_NAMES = {**STATE_NAMES, **{kind: kind for kind in KINDS[3:]}}
+#: How the modelled loss is drawn: hatched, as it is no kind of the step model's own
+LOSS_STYLE = {"facecolor": "white", "edgecolor": "#333333", "hatch": "////", "lw": 0.6}
+#: Legend entries per column, under the column's heading, and the inches each row takes.
+LEGEND_DEPTH, LEGEND_ROW = 3, 0.13
+#: The legend's groups, one heading each: the paper's model state, the step's buffers, the marks.
+LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", "marks")
+
+
+def _peak_name(panels) -> str:
+    """The peak line's name: the step model's peak, or with the modelled loss where a panel counts it."""
+    return (
+        "the peak, with the loss"
+        if any(p.model_loss is not None for p in panels)
+        else "the step model's peak"
+    )
+
+
+def legend_rows(panels, unit: str) -> int:
+    """Rows the legend takes: a heading, then `LEGEND_DEPTH` entries."""
+    return LEGEND_DEPTH + 1
+
+
+def legend(fig: Figure, panels, unit: str, top: float) -> None:
+    """One legend above the panels, in columns under three headings: the kinds of model state drawn, the
+    step's buffers drawn, then the markers, the bands and the peak line."""
+    handles, names = _entries(panels, unit)
+    legend = fig.legend(
+        handles,
+        names,
+        loc="upper center",
+        ncol=len(handles) // (LEGEND_DEPTH + 1),
+        fontsize=7.5,
+        frameon=False,
+        bbox_to_anchor=(0.5, top),
+        handlelength=1.4,
+        handletextpad=0.5,
+        columnspacing=1.0,
+    )
+    for text in legend.get_texts():
+        if text.get_text() in LEGEND_GROUPS:
+            text.set_fontweight("bold")
+
+
+def _entries(panels, unit: str) -> tuple[list, list[str]]:
+    """The legend's handles and names, column by column: each group's heading, then its entries,
+    `LEGEND_DEPTH` to a column; a group's further columns have a blank heading, a short column blank rows."""
+    blank = plt.Line2D([], [], ls="none")
+    handles, names = [], []
+    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit), strict=True):
+        for start in range(0, len(entries), LEGEND_DEPTH):
+            column = entries[start : start + LEGEND_DEPTH]
+            column += [(blank, "")] * (LEGEND_DEPTH - len(column))
+            handles += [blank, *(h for h, _ in column)]
+            names += [heading if start == 0 else "", *(n for _, n in column)]
+    return handles, names
+
+
+def _groups(panels, unit: str) -> tuple[list, list, list]:
+    """(handle, name) pairs of each legend group: the model states drawn, the buffers drawn, the marks."""
+    drawn = [k for k in STACK if any(k in p.heights(unit) for p in panels)]
+    kinds = [(plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]), KIND_NAMES[k]) for k in drawn]
+    states = [entry for entry, k in zip(kinds, drawn, strict=True) if k in STACK[:3]]
+    buffers = [entry for entry, k in zip(kinds, drawn, strict=True) if k not in STACK[:3]]
+    marks = []
+    if any(p.measured is not None for p in panels):
+        marks.append(
+            (plt.Line2D([], [], ls="none", marker="D", ms=4, color="black"), "measured, busiest rank")
+        )
+    if any(p.model_loss is not None for p in panels):
+        buffers.append((plt.Rectangle((0, 0), 1, 1, **LOSS_STYLE), "the loss, after the forward pass"))
+    if any(p.loss is not None for p in panels):
+        hollow = plt.Line2D([], [], ls="none", marker="D", ms=4, mfc="white", mec="black")
+        marks.append((hollow, "measured during the loss"))
+    if any(p.tolerance is not None and any(p.tolerance) for p in panels):
+        box = plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1)))
+        marks.append((box, "tolerance"))
+    marks += [
+        (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "the step's boundaries: no activations"),
+        (plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), _peak_name(panels)),
+    ]
+    return states, buffers, marks
