@@ -67,7 +67,9 @@ class Baseline:
         ]  # fmt: skip
         for stage in (2, 3):
             top = self.peak(stage)
-            rows.append([f"peak per GPU, stage {stage}", f"{_gb(top.total)}, during {top.name}"])
+            rows.append(
+                [f"peak per GPU, stage {stage}", f"{_gb(top.total)}, during {top.name} (step model, no loss)"]
+            )
         rows.append(
             ["the advisor's config for this example", "; ".join(self.advisor_line(s) for s in (2, 3))]
         )

@@ -62,7 +62,7 @@ class Legend:
 
     def _repr_markdown_(self) -> str:
         head = (
-            f"Bytes per rank after the last backward pass (Ψ = {MODEL.param_count:,}): *measured* from the "
-            "rank's tensors, *predicted* by the package."
+            f"Bytes per rank in the last training step, before `engine.step()` (Ψ = {MODEL.param_count:,}): "
+            "*measured* from the rank's tensors, *predicted* by the package."
         )
         return head + "\n\n" + "\n".join(f"- **{name}**: {text}" for name, text in self.lines())
