@@ -284,11 +284,15 @@ def test_tables_show_exact_bytes_rounded_only_for_display():
     assert "| --: |" in summary._repr_markdown_() and "<td>optimizer step</td>" in summary._repr_html_()
     with pytest.raises(TypeError, match="timelines must be a non-empty list of Timeline"):
         peak_table([])
-    # With a loss: one more column, the peak counting it; checkpointed, a small loss leaves the peak be.
+    # With a loss: the peak counts it; checkpointed, a small loss leaves the peak be, under a new heading.
     lossy = peak_table([t], loss=10**9)
-    assert lossy.head[-1] == "peak with the loss GB" and len(lossy.numeric) == len(lossy.head) == 9
-    assert lossy.body == ((*row, units.format_number(units.in_unit(t.peak_with_loss(10**9), "GB"), 3)),)
+    assert lossy.head[5] == "peak with the loss GB" and len(lossy.head) == 8 and lossy.body == (row,)
     assert t.peak_with_loss(10**9) == t.peak.total  # the optimizer step still tops the forward pass plus 1 GB
+    bare = timeline(BIG, DeepSpeed(stage=3), 8)  # no checkpointing: a large loss tops the backward pass
+    (topped,) = peak_table([bare], "B", loss=10**10).body
+    after = bare.after_forward
+    assert topped[4:6] == ("the loss", f"{after.total + 10**10:,}")  # whole bytes, exact
+    assert topped[6] == f"{after.model_state:,}"
     with pytest.raises(ValueError, match="loss must be"):
         peak_table([t], loss=-1)
 

@@ -49,6 +49,24 @@ def test_the_table_shows_each_pick_as_computed():
     assert isinstance(PICKS[0].adds, Fraction)
 
 
+def test_the_table_can_count_each_cards_loss():
+    """With a loss per card, each step peak counts it after the forward pass, as does what the step adds."""
+    losses = {"24GB": 7 * GB, "32GB": 2 * GB}
+    table = picks_table(PICKS, losses)
+    assert table.head[3] == "step peak with the loss, GB"
+    for p, row in zip(PICKS, table.body, strict=True):
+        peak = p.step.peak_with_loss(losses[p.card])
+        assert float(row[3]) == round(float(peak / GB), 2) and peak >= p.peak.total
+        assert int(row[4]) == round(100 * float((peak - p.needs) / p.advice.gpu_memory))
+    assert float(table.body[1][3]) > float(
+        picks_table(PICKS).body[1][3]
+    )  # ZeRO-1's pick: the loss is its peak
+    with pytest.raises(ValueError, match="losses must give a loss for every card, got none for '32GB'"):
+        picks_table(PICKS, {"24GB": GB})
+    with pytest.raises(TypeError, match="losses must be a dict"):
+        picks_table(PICKS, [GB])
+
+
 def test_bad_input_is_named():
     with pytest.raises(TypeError, match="cards must be"):
         lesson4_picks({}, 8)

@@ -96,8 +96,9 @@ def kinds_table(phases: dict, unit: str = "GB") -> Table:
 
 def peak_table(timelines, unit: str = "GB", *, loss=None) -> Table:
     """Per timeline: model state before the optimizer step, then the peak's phase and bytes, split into the
-    model state held at the peak and the bytes beyond it (what the paper's table leaves out); with `loss`, a
-    last column: the peak once a loss holding that many bytes is counted (`Timeline.peak_with_loss`).
+    model state held at the peak and the bytes beyond it (what the paper's table leaves out). With `loss`,
+    the peak counts a loss of that many bytes after the forward pass (`Timeline.peak_with_loss`): where it
+    tops the step model's own peak, the peak is at "the loss", holding the last forward phase's parts.
 
     The split is taken at the peak: the model state changes over a step (DeepSpeed's stages 1 and 2 allocate
     their gradient partition at the first reduction). The beyond column is the peak minus the model state as
@@ -109,28 +110,29 @@ def peak_table(timelines, unit: str = "GB", *, loss=None) -> Table:
     body = []
     for t in timelines:
         checks.instance("each timeline", t, Timeline, "a planning Timeline")
-        peak = t.peak
+        name, total, state = _peak(t, loss)
         row = [t.framework.label, str(t.gpus), "on" if t.checkpointing else "off"]
-        row += [
-            _shown(t.phase("before optimizer step").model_state, unit),
-            peak.name,
-            _shown(peak.total, unit),
-        ]
-        row += [_shown(peak.model_state, unit)]
-        row += [_shown(_as_shown(peak.total, unit) - _as_shown(peak.model_state, unit), unit)]
-        body.append(tuple(row + ([] if loss is None else [_shown(t.peak_with_loss(loss), unit)])))
+        row += [_shown(t.phase("before optimizer step").model_state, unit), name, _shown(total, unit)]
+        row += [_shown(state, unit), _shown(_as_shown(total, unit) - _as_shown(state, unit), unit)]
+        body.append(tuple(row))
     head = (
         "setup",
         "N",
         "activation checkpointing",
         f"model state before optimizer step {unit}",
         "peak at",
-        f"peak {unit}",
+        f"peak {unit}" if loss is None else f"peak with the loss {unit}",
         f"model state at the peak {unit}",
         f"beyond model state at the peak {unit}",
-        *(() if loss is None else (f"peak with the loss {unit}",)),
     )
-    return Table(head, tuple(body), (False, True, False, True, False, True, True, True, True)[: len(head)])
+    return Table(head, tuple(body), (False, True, False, True, False, True, True, True))
+
+
+def _peak(t: Timeline, loss) -> tuple[str, int | Fraction, int | Fraction]:
+    """The peak's phase, bytes and model state; with a loss that tops the step model's peak, the loss's."""
+    if loss is None or t.peak_with_loss(loss) == t.peak.total:
+        return t.peak.name, t.peak.total, t.peak.model_state
+    return "the loss", t.after_forward.total + loss, t.after_forward.model_state
 
 
 def loss_table(timelines, loss, unit: str = "GB") -> Table:
@@ -205,17 +207,25 @@ def text_table(head, rows) -> Table:
     return Table(tuple(head), body, numeric)
 
 
-def picks_table(picks) -> Table:
+def picks_table(picks, losses: dict | None = None) -> Table:
     """Per `step_picks.Pick`: lesson 4's pick, its sum and its step's peak in GB (two decimals), and what
-    the step adds to the sum, in whole percent of the card."""
+    the step adds to the sum, in whole percent of the card; with `losses` (bytes per card, as the picks name
+    their cards), the peak counts that loss after the forward pass (`Timeline.peak_with_loss`)."""
     if not isinstance(picks, (tuple, list)) or not picks:
         raise TypeError(f"picks must be a non-empty list of Pick, got {checks.shown(picks)}")
+    if losses is not None and not isinstance(losses, dict):
+        raise TypeError(f"losses must be a dict of loss bytes per card, or None, got {checks.shown(losses)}")
     rows = []
     for p in picks:
         checks.instance("each pick", p, Pick, "planning.step_picks.lesson4_picks(...)")
-        sums = [round(float(v / units.GB), 2) for v in (p.needs, p.peak.total)]
-        rows.append((f"{p.card}, {p.headroom}", p.advice.stage.label, *sums, round(100 * float(p.adds))))
-    head = ("card, headroom", "pick", "lesson 4's sum, GB", "step peak, GB", "step adds, % of card")
+        if losses is not None and p.card not in losses:
+            raise ValueError(f"losses must give a loss for every card, got none for {p.card!r}")
+        peak = p.peak.total if losses is None else p.step.peak_with_loss(losses[p.card])
+        adds = (peak - p.needs) / p.advice.gpu_memory
+        sums = [round(float(v / units.GB), 2) for v in (p.needs, peak)]
+        rows.append((f"{p.card}, {p.headroom}", p.advice.stage.label, *sums, round(100 * float(adds))))
+    step = "step peak, GB" if losses is None else "step peak with the loss, GB"
+    head = ("card, headroom", "pick", "lesson 4's sum, GB", step, "step adds, % of card")
     return text_table(head, rows)
 
 
