@@ -44,8 +44,8 @@ def test_the_table_shows_each_pick_as_computed():
     for p, row in zip(PICKS, table.body, strict=True):
         assert row[:2] == (f"{p.card}, {p.headroom}", p.advice.stage.label)
         assert [float(v) for v in row[2:4]] == [round(float(b / GB), 2) for b in (p.needs, p.peak.total)]
-        assert int(row[4]) == round(100 * float(p.adds))
-    assert table.body[3][-1] == "16"  # ZeRO-3 on 32 GB: the step adds 16% of the card
+        assert int(row[4]) == round(100 * float(p.adds)) and row[5] == p.peak.name
+    assert table.body[3][4] == "16"  # ZeRO-3 on 32 GB: the step adds 16% of the card
     assert isinstance(PICKS[0].adds, Fraction)
 
 

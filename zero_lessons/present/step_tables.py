@@ -220,12 +220,12 @@ def picks_table(picks, losses: dict | None = None) -> Table:
         checks.instance("each pick", p, Pick, "planning.step_picks.lesson4_picks(...)")
         if losses is not None and p.card not in losses:
             raise ValueError(f"losses must give a loss for every card, got none for {p.card!r}")
-        peak = p.peak.total if losses is None else p.step.peak_with_loss(losses[p.card])
+        name, peak, _ = _peak(p.step, None if losses is None else losses[p.card])
         adds = (peak - p.needs) / p.advice.gpu_memory
         sums = [round(float(v / units.GB), 2) for v in (p.needs, peak)]
-        rows.append((f"{p.card}, {p.headroom}", p.advice.stage.label, *sums, round(100 * float(adds))))
+        rows.append((f"{p.card}, {p.headroom}", p.advice.stage.label, *sums, round(100 * float(adds)), name))
     step = "step peak, GB" if losses is None else "step peak with the loss, GB"
-    head = ("card, headroom", "pick", "lesson 4's sum, GB", step, "step adds, % of card")
+    head = ("card, headroom", "pick", "lesson 4's sum, GB", step, "step adds, % of card", "peak at")
     return text_table(head, rows)
 
 
