@@ -107,6 +107,8 @@ _MOMENTUM = Part("fp32 momentum", "optimizer", 4)
 _VARIANCE = Part("fp32 variance", "optimizer", 4)
 _FP16_W = Part("fp16 weights", "weights", 2)
 _FP16_G = Part("fp16 gradients", "gradients", 2)
+_FP32_W = Part("fp32 weights", "weights", 4)
+_FP32_G = Part("fp32 gradients", "gradients", 4)
 
 #: The article's and the ZeRO paper's mixed-precision Adam: 2 + 2 + 12 = 16 B.
 MIXED_ADAM = Recipe(
@@ -135,20 +137,14 @@ INFINITY_20 = Recipe(
 #: Plain fp32 training with Adam: 4 + 4 + 8 = 16 B, no separate master copy.
 FP32_ADAM = Recipe(
     "fp32-adam",
-    (Part("fp32 weights", "weights", 4), Part("fp32 gradients", "gradients", 4), _MOMENTUM, _VARIANCE),
+    (_FP32_W, _FP32_G, _MOMENTUM, _VARIANCE),
     "torch.optim.Adam on fp32 weights",
 )
 #: DeepSpeed's ZeRO stages 1 and 2 training in fp32: stage_1_and_2.py still clones an fp32 master partition
 #: beside the fp32 weights, so 4 + 4 + 12 = 20 B (not a preset: the lessons' recipes are the paper's counts).
 DEEPSPEED_FP32 = Recipe(
     "deepspeed-fp32",
-    (
-        Part("fp32 weights", "weights", 4),
-        Part("fp32 gradients", "gradients", 4),
-        _MASTER,
-        _MOMENTUM,
-        _VARIANCE,
-    ),
+    (_FP32_W, _FP32_G, _MASTER, _MOMENTUM, _VARIANCE),
     "DeepSpeed 0.19.8, runtime/zero/stage_1_and_2.py: single_partition_of_fp32_groups is a clone",
 )
 #: Mixed precision with 8-bit Adam moments: 2 + 2 + (4 + 1 + 1) = 10 B.
