@@ -182,10 +182,10 @@ def step(
     tokens = checks.whole("tokens_per_gpu", tokens_per_gpu, high=offload.MAX_TOKENS)
     compute = offload.compute_time(params, tokens, flops_per_second)
     adam = _cpu_adam(params, gpus, gpus_per_node, cpu_step, host_bandwidth)
-    what, down_bytes = _down(stage)
     first = Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY)
     if parameters:
         return Step((first, *_parameter_trips(elements, rate, compute), adam))
+    what, down_bytes = _down(stage)
     back = offload.DEEPSPEED_BACK * elements / rate
     after = Phase(
         "weights back (16-bit)", offload.DEEPSPEED_BACK, back, back, "no: it comes after the CPU's step"
