@@ -100,14 +100,24 @@ class Timeline:
         return self.phases[self.peak_index]
 
     @property
+    def after_forward_index(self) -> int:
+        """Position of the last forward phase: what is held as the loss runs."""
+        return max(i for i, phase in enumerate(self.phases) if phase.kind == "forward")
+
+    @property
     def after_forward(self) -> Phase:
         """The last forward phase: what is held as the loss runs, before the backward pass frees anything."""
-        return [phase for phase in self.phases if phase.kind == "forward"][-1]
+        return self.phases[self.after_forward_index]
+
+    def loss_is_peak(self, loss: int) -> bool:
+        """Whether a loss holding `loss` bytes, run after the forward pass beside all it holds, tops the step
+        model's own peak."""
+        return self.after_forward.total + checks.byte_count("loss", loss) > self.peak.total
 
     def peak_with_loss(self, loss: int) -> int | Fraction:
-        """The peak once a loss holding `loss` bytes is counted: the loss runs after the forward pass, beside
-        all it holds, so the step peaks at the larger of that and the step model's own peak."""
-        return max(self.peak.total, self.after_forward.total + checks.byte_count("loss", loss))
+        """The peak once a loss holding `loss` bytes is counted: the larger of the forward pass's end plus
+        the loss, and the step model's own peak."""
+        return self.after_forward.total + loss if self.loss_is_peak(loss) else self.peak.total
 
     def phase(self, name: str) -> Phase:
         """The phase called `name`, e.g. "before optimizer step"."""

@@ -101,7 +101,7 @@ class Panel:
         """The panel's peak in bytes, and the phase it falls in (None: the loss's column, when the modelled
         loss tops the step model's own peak)."""
         t = self.timeline
-        if self.model_loss is None or t.peak_with_loss(self.model_loss) == t.peak.total:
+        if self.model_loss is None or not t.loss_is_peak(self.model_loss):
             return t.peak.total, t.peak_index
         return t.peak_with_loss(self.model_loss), None
 
@@ -111,7 +111,7 @@ class Panel:
         count = len(self.timeline.phases)
         if self.loss is None and self.model_loss is None:
             return tuple(range(count)), None
-        after = max(i for i, p in enumerate(self.timeline.phases) if p.kind == "forward")
+        after = self.timeline.after_forward_index
         return tuple(i + (i > after) for i in range(count)), after + 1
 
     def heights(self, unit: str = "kB") -> dict[str, tuple[Fraction, ...]]:
@@ -238,21 +238,20 @@ def _draw_bars(ax, panel: Panel, unit: str) -> list[float]:
         measured = [float(v / size) for v in panel.measured]
         ax.plot(list(x), measured, ls="none", marker="D", ms=3.5, color="black", zorder=3, gid="measured")
     if panel.model_loss is not None:
-        _draw_loss_bar(ax, panel, loss_x, size)
+        _draw_loss_bar(ax, panel, loss_x, unit)
     if panel.loss is not None:
         style = {"marker": "D", "ms": 4, "mfc": "white", "mec": "black", "ls": "none"}
         ax.plot([loss_x], [float(panel.loss / size)], zorder=3, gid="loss", **style)
     return bottom
 
 
-def _draw_loss_bar(ax, panel: Panel, x: int, size) -> None:
-    """The modelled loss's column: the last forward phase's parts, then the loss hatched on top."""
-    base, after = 0.0, panel.timeline.after_forward
-    for kind in STACK:
-        height = float(Fraction(after.bytes_of(kind)) / size)
-        if height:
-            ax.bar([x], [height], 0.72, bottom=[base], color=KIND_COLOURS[kind], zorder=2, gid=kind)
-            base += height
-    ax.bar(
-        [x], [float(panel.model_loss / size)], 0.72, bottom=[base], zorder=2, gid="model loss", **LOSS_STYLE
-    )
+def _draw_loss_bar(ax, panel: Panel, x: int, unit: str) -> None:
+    """The modelled loss's column: the last forward phase's bar, stacked as the others are, then the loss
+    hatched on top."""
+    at, base = panel.timeline.after_forward_index, 0.0
+    for kind, row in panel.heights(unit).items():
+        if row[at]:
+            ax.bar([x], [float(row[at])], 0.72, bottom=[base], color=KIND_COLOURS[kind], zorder=2, gid=kind)
+            base += float(row[at])
+    loss = float(panel.model_loss / units.unit_size(unit))
+    ax.bar([x], [loss], 0.72, bottom=[base], zorder=2, gid="model loss", **LOSS_STYLE)

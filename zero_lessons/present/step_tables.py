@@ -130,7 +130,7 @@ def peak_table(timelines, unit: str = "GB", *, loss=None) -> Table:
 
 def _peak(t: Timeline, loss) -> tuple[str, int | Fraction, int | Fraction]:
     """The peak's phase, bytes and model state; with a loss that tops the step model's peak, the loss's."""
-    if loss is None or t.peak_with_loss(loss) == t.peak.total:
+    if loss is None or not t.loss_is_peak(loss):
         return t.peak.name, t.peak.total, t.peak.model_state
     return "the loss", t.after_forward.total + loss, t.after_forward.model_state
 
