@@ -155,3 +155,12 @@ def test_bad_input_names_the_field():
         ds_scale.Knobs(multi_rank_all_reduce=1)
     with pytest.raises(ValueError, match="blocks must be a whole number"):
         ds_scale.gpt_modules(blocks=0)
+
+
+def test_the_trace_positions_name_the_loss_and_each_backward_use():
+    modules = [(3, 1), (4,), (5, 2)]  # flat tensor indices (0, 1), (2,), (3, 4)
+    order = ds_traffic.trace(modules)
+    count = len(modules)
+    assert order[ds_traffic.loss_entry(count)] == () and order[ds_traffic.loss_entry(count) - 1] == (3, 4)
+    assert [order[ds_traffic.backward_entry(count, m)] for m in range(count)] == [(0, 1), (2,), (3, 4)]
+    assert ds_traffic.backward_entry(count, count - 1) == ds_traffic.loss_entry(count) + 1

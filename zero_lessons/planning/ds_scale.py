@@ -208,14 +208,13 @@ def gathered_in_backward(
     `threshold` elements whole on every rank, so never gathered)."""
     count, live = _live(modules, knobs, threshold)
     checks.whole("last", last, low=1, high=count)
-    first = 2 * count + 1  # `trace`: backward reaches the last module here, then every second entry
-    return max(live[first + 2 * k] for k in range(last))
+    return max(live[ds_traffic.backward_entry(count, count - 1 - k)] for k in range(last))
 
 
 def gathered_at_loss(modules=None, knobs: Knobs = Knobs(), *, threshold: int = 100_000) -> int:
     """Weight elements stage 3 holds gathered as the loss runs, between the forward and backward passes."""
     count, live = _live(modules, knobs, threshold)
-    return live[2 * count]  # `trace`: the parameter-free entry between the passes
+    return live[ds_traffic.loss_entry(count)]
 
 
 def predict(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> tuple[StageTraffic, ...]:

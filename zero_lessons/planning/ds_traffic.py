@@ -112,6 +112,17 @@ def trace(modules: Modules) -> list[tuple[int, ...]]:
     return forward + [()] + forward[:0:-1]
 
 
+def loss_entry(count: int) -> int:
+    """`trace`'s position of the parameter-free entry between the passes (where the loss runs), for a model of
+    `count` modules with parameters."""
+    return 2 * count
+
+
+def backward_entry(count: int, module: int) -> int:
+    """`trace`'s position of module `module`'s backward use (0 is the first module in forward order)."""
+    return loss_entry(count) + 1 + 2 * (count - 1 - module)
+
+
 def _prefetch(queue: deque, live: set, sizes, seen: dict, room: int) -> tuple[list[int], list[tuple]]:
     """Pop the uses ahead until `room` elements not yet gathered are found; mark how far it looked.
     Returns the tensors to gather and the (tensor, step) uses it walked past."""
