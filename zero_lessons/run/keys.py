@@ -35,6 +35,12 @@ class Key:
     stage: int = 2  #: the stage its numbers are computed at
     required: bool = False  #: DeepSpeed has no default (None): a config must set it; `default` is ours
 
+    @property
+    def measure(self) -> str:
+        """What its numbers measure (`MEASURES`): the peak per GPU for a step-model knob or the micro-batch,
+        the rest otherwise (model state, traffic, numerics)."""
+        return "peak" if self.knob or self.required else "other"
+
 
 KEYS: tuple[Key, ...] = (
     Key("train_micro_batch_size_per_gpu", 1, 2, "memory", "samples per GPU per forward pass: activations "
@@ -113,8 +119,7 @@ def _gb(value) -> str:
     return f"{float(Fraction(value) / units.GB):.2f} GB"
 
 
-#: The two ways to count traffic: the ZeRO paper's collectives, and what DeepSpeed 0.19.8 runs by default
-#: (lesson 09 measures it: stages 1 and 2 all-reduce every gradient bucket, so 3Ψ where the paper has 2Ψ).
+#: Two ways to count traffic: the paper's collectives, and DeepSpeed's defaults (3Ψ at stages 1-2; lesson 09)
 ACCOUNTS = {"ZeRO paper": communication.collectives, "DeepSpeed default": communication.deepspeed_collectives}
 
 
@@ -198,8 +203,7 @@ def advisor_sets(key: Key) -> str:
 
 HEAD = ("key", "DeepSpeed default", "advisor sets", "tried", "changes", "what it does",
         "numbers (7.5 B GPT, 8 GPUs): default → tried")  # fmt: skip
-#: What a key's numbers measure: the peak per GPU (a step-model knob, or the micro-batch), or otherwise
-MEASURES = ("peak", "other")
+MEASURES = ("peak", "other")  #: what a key's numbers measure (`Key.measure`)
 
 
 @dataclass(frozen=True, repr=False)
@@ -227,11 +231,7 @@ class KeyTable:
         """Each key's default → tried value, what it does, and the package's numbers at the two values; with
         `measure`, only the keys whose numbers are the peak per GPU ("peak") or the rest ("other")."""
         keep = MEASURES if measure is None else (checks.choice("measure", measure, MEASURES),)
-        picked = [
-            r
-            for k, r in zip(self.keys, self.rows, strict=True)
-            if MEASURES[not (k.knob or k.required)] in keep
-        ]
+        picked = [r for k, r in zip(self.keys, self.rows, strict=True) if k.measure in keep]
         head = ("key", "DeepSpeed default → tried", "what it does", "numbers: default → tried")
         return Table(head, tuple((r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for r in picked))
 
