@@ -50,7 +50,11 @@ class Pick:
     @property
     def adds(self) -> Fraction:
         """What the step's peak adds to lesson 4's sum, as a share of the card (negative if it holds less)."""
-        return (self.peak.total - self.needs) / self.advice.gpu_memory
+        return self.adds_at(self.peak.total)
+
+    def adds_at(self, peak: int | Fraction) -> Fraction:
+        """What a peak of `peak` bytes (a loss counted, say) adds to lesson 4's sum, as a share of a card."""
+        return (peak - self.needs) / self.advice.gpu_memory
 
 
 def pick(shape: Transformer, gpus: int, card: str, headroom: int | str) -> Pick:

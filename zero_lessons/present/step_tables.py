@@ -221,9 +221,16 @@ def picks_table(picks, losses: dict | None = None) -> Table:
         if losses is not None and p.card not in losses:
             raise ValueError(f"losses must give a loss for every card, got none for {p.card!r}")
         name, peak, _ = _peak(p.step, None if losses is None else losses[p.card])
-        adds = (peak - p.needs) / p.advice.gpu_memory
         sums = [round(float(v / units.GB), 2) for v in (p.needs, peak)]
-        rows.append((f"{p.card}, {p.headroom}", p.advice.stage.label, *sums, round(100 * float(adds)), name))
+        rows.append(
+            (
+                f"{p.card}, {p.headroom}",
+                p.advice.stage.label,
+                *sums,
+                round(100 * float(p.adds_at(peak))),
+                name,
+            )
+        )
     step = "step peak, GB" if losses is None else "step peak with the loss, GB"
     head = ("card, headroom", "pick", "lesson 4's sum, GB", step, "step adds, % of card", "peak at")
     return text_table(head, rows)
