@@ -44,30 +44,58 @@ def test_the_counter_counts_storages_once_from_birth_to_death():
     assert counter.counted([a, view]) == 0 and counter.unseen == {}
 
 
+class _AtPeak(LiveBytes):
+    """The counter, also keeping what was live at its highest point since `most` was last set: (op, bytes)."""
+
+    most, ops = 0, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if self.level > self.most:
+            self.most, self.ops = self.level, sorted((self.made_by[k], n) for k, n in self.sizes.items())
+        return out
+
+
 def test_the_losss_four_fp32_copies_are_its_backward_temporaries():
     """Lesson 10's loss fold: `y.float().pow(2).mean()` and its backward hold, at their highest, four copies
     of fp32 logits beyond y: the mean's gradient (a div), y ** (2 - 1) (pow's backward makes it anew), the
     factor 2y and their product, y's gradient. y ** 2 itself is gone once the mean is taken."""
 
-    class AtPeak(LiveBytes):
-        most, ops = 0, []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = super().__torch_dispatch__(func, types, args, kwargs)
-            if self.level > self.most:
-                self.most, self.ops = self.level, sorted(self.made_by[k] for k in self.sizes)
-            return out
-
     logits = torch.randn(32, 32, requires_grad=True)
-    with AtPeak() as counter:
+    with _AtPeak() as counter:
         y = logits * 1.0  # the logits, made under the counter: 4,096 B
         counter.most = counter.level
         y.float().pow(2).mean().backward()
-    ops = list(counter.ops)
+    ops = [op for op, _ in counter.ops]
     ops.remove("aten.mul.Tensor")  # y itself
     big = [op for op in ops if op not in ("aten.mean.default", "aten.ones_like.default")]  # 4 B scalars
     assert sorted(big) == ["aten.div.Scalar", "aten.mul.Scalar", "aten.mul.Tensor", "aten.pow.Tensor_Scalar"]
     assert counter.most - 4_096 - 4 - 4 == 4 * 4_096  # y, the loss and its gradient of 1 aside
+
+
+def test_a_cross_entropy_on_bf16_logits_holds_three_fp32_copies():
+    """timeline_view.CROSS_ENTROPY_COPIES: PyTorch's cross-entropy on bf16 logits cast to fp32 holds, at
+    its highest, three fp32 copies of the logits beyond them: log-softmax's output (saved for the backward
+    pass), the loss's gradient (nll_loss_backward, as large as the logits) and log-softmax's gradient. The
+    fp32 cast is gone once log-softmax has run; the bf16 gradient comes once the loss's gradient is freed."""
+    from zero_lessons.lab import timeline_view
+
+    tokens, vocab = 64, 1_000
+    logits = torch.randn(tokens, vocab, dtype=torch.bfloat16, requires_grad=True)
+    targets = torch.randint(0, vocab, (tokens,))
+    with _AtPeak() as counter:
+        y = logits * 1  # the bf16 logits, made under the counter
+        counter.most, counter.ops = counter.level, []
+        torch.nn.functional.cross_entropy(y.float(), targets).backward()
+    fp32 = tokens * vocab * 4
+    big = sorted(op for op, nbytes in counter.ops if nbytes >= fp32)
+    assert big == [
+        "aten._log_softmax.default",
+        "aten._log_softmax_backward_data.default",
+        "aten.nll_loss_backward.default",
+    ]
+    copies = Fraction(counter.most - fp32 // 2, fp32)  # beyond the bf16 logits themselves
+    assert int(copies) == timeline_view.CROSS_ENTROPY_COPIES == 3 and copies - 3 < Fraction(1, 1_000)
 
 
 def test_the_counter_refuses_a_storage_it_never_saw_made():
