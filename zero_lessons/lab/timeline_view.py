@@ -27,9 +27,9 @@ SHOWN = (2, 4)
 #: `loss_copies` measures them; lesson 10's run and tests/test_lab_timeline.py check that it still does, and
 #: lesson 11 sizes a GPT's loss by it.
 DEEPSPEED_LOSS_COPIES = Fraction(9, 2)
-#: fp32 copies of the logits PyTorch's cross-entropy holds at its highest, on bf16 logits cast to fp32 (a GPT's
-#: usual loss): log-softmax's saved output, the loss's gradient and log-softmax's gradient. Measured with the
-#: lab's counter on one process (tests/test_lab_timeline.py); lesson 11 checks its conclusions with it.
+#: fp32 copies of the logits PyTorch's cross-entropy holds at its highest, on bf16 logits cast to fp32 (a
+#: GPT's usual loss): log-softmax's saved output, the loss's gradient and log-softmax's gradient. Measured
+#: with the lab's counter on one process (tests/test_lab_timeline.py); lesson 11 checks its findings by it.
 CROSS_ENTROPY_COPIES = 3
 
 
