@@ -83,7 +83,7 @@ def test_the_bf16_row_gives_its_traffic_in_both_dtypes():
     from zero_lessons.run import keys
 
     row = keys.numbers(keys.KeyTable().get("bf16.enabled"))
-    assert "stage 2 sends 3Ψ per GPU per step, in the training dtype: 89.92 GB → 44.96 GB" in row
+    assert "stage 2 sends 3Ψ per step, in the training dtype: 89.92 GB → 44.96 GB" in row
     # In fp32, DeepSpeed's stages 1 and 2 still clone an fp32 master partition: 4Ψ + (4 + 4 + 8)Ψ/8 = 6Ψ
     psi = keys.transformer_model(keys.SHAPE).params
     assert "stage 2 model state per GPU: 44.96 GB (fp32, with a cloned fp32 master)" in row

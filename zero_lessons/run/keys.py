@@ -43,33 +43,28 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("train_micro_batch_size_per_gpu", 1, 2, "memory", "samples per GPU per forward pass: activations "
-        "grow with it; model state does not", required=True),
+    Key("train_micro_batch_size_per_gpu", 1, 2, "memory", "samples per GPU per forward pass: the "
+        "activations grow with it", required=True),
     Key("gradient_accumulation_steps", 1, 4, "traffic", "micro-batches per optimizer step: a larger batch "
-        "with the same activations; stage 2 and 3 reduce gradients every micro-batch, stage 0-1 once"),
-    Key("bf16.enabled", False, True, "memory and traffic", "16-bit weights and gradients (2 B instead of "
-        "4 B), with fp32's exponent range: no loss scaling needed; off by default, so DeepSpeed trains in "
-        "fp32 unless a config turns bf16 or fp16 on"),
-    Key("fp16.enabled", False, True, "numerics", "16-bit with a 5-bit exponent: needs loss scaling "
-        "(fp16.loss_scale 0 = dynamic, starting at 2**initial_scale_power = 2**16); overflowing steps are "
-        "skipped"),
-    Key("zero_optimization.overlap_comm", None, True, "memory", "reduce each bucket on its own stream, "
-        "beside the backward pass's compute instead of blocking it (stage 1 then reduces during the pass, "
-        "not at its end); at stages 1-2 it doubles the contiguous gradient bucket", "overlap_comm"),
+        "with the same activations"),
+    Key("bf16.enabled", False, True, "memory and traffic", "16-bit weights and gradients with fp32's "
+        "exponent range; off by default, so DeepSpeed trains in fp32 unless a config turns bf16 or fp16 on"),
+    Key("fp16.enabled", False, True, "numerics", "16-bit with a 5-bit exponent: needs loss scaling (dynamic, "
+        "from 2**initial_scale_power = 2**16); overflowing steps are skipped"),
+    Key("zero_optimization.overlap_comm", None, True, "memory", "reduce each bucket beside the backward "
+        "pass's compute, not blocking it; at stages 1-2 a second bucket", "overlap_comm"),
     Key("zero_optimization.contiguous_gradients", KNOBS.contiguous_gradients, False, "memory", "copy each "
-        "new gradient at once into a preallocated bucket of reduce_bucket_size elements: less "
-        "fragmentation; off, there is no bucket, but gradients wait uncopied until a bucket's worth is made",
+        "gradient at once into a preallocated bucket; off, gradients wait uncopied for a bucket's worth",
         "contiguous_gradients"),
     Key("zero_optimization.reduce_bucket_size", KNOBS.reduce_bucket_size, 50_000_000, "memory and traffic",
-        "elements reduced per call: a smaller bucket holds less but is reduced sooner, so the rank's "
-        "gradient partition is allocated earlier in the backward pass", "reduce_bucket_size"),
+        "elements reduced per call: a smaller bucket is reduced sooner", "reduce_bucket_size"),
     Key("zero_optimization.allgather_bucket_size", KNOBS.allgather_bucket_size, 50_000_000, "nothing here",
-        "stages 1-2: elements per weight all-gather, only where PyTorch lacks all_gather_into_tensor; "
-        "PyTorch has it here, so DeepSpeed ignores the key", "allgather_bucket_size"),
+        "stages 1-2: elements per weight all-gather, ignored where PyTorch has all_gather_into_tensor, as "
+        "here", "allgather_bucket_size"),
     Key("zero_optimization.offload_optimizer.device", "none", "cpu", "memory and traffic", "gradient "
-        "and optimizer shards, and the step, on the host: GPU memory drops, every step crosses the link"),
+        "and optimizer shards, and the step, on the host"),
     Key("zero_optimization.offload_optimizer.pin_memory", False, True, "host memory", "page-locked host "
-        "buffers: faster copies over the link, but that host memory can never be swapped out"),
+        "buffers: faster copies, never swapped out"),
     Key("zero_optimization.stage3_prefetch_bucket_size", KNOBS.prefetch_bucket_size, 0, "memory", "stage 3: "
         "elements fetched ahead of use", "prefetch_bucket_size", 3),
     Key("zero_optimization.stage3_max_live_parameters", KNOBS.max_live_parameters, 100_000_000, "memory",
@@ -79,9 +74,9 @@ KEYS: tuple[Key, ...] = (
         "max_reuse_distance", 3),
     Key("zero_optimization.stage3_param_persistence_threshold", KNOBS.param_persistence_threshold,
         20_000_000, "memory and traffic", "stage 3: tensors up to this many elements stay whole on every "
-        "GPU, never gathered", "param_persistence_threshold", 3),
+        "GPU", "param_persistence_threshold", 3),
     Key("zero_optimization.sub_group_size", KNOBS.sub_group_size, 100_000_000, "memory", "stage 3: "
-        "elements the optimizer steps at a time (its fp32 temporaries)", "sub_group_size", 3),
+        "elements the optimizer steps at a time", "sub_group_size", 3),
 )  # fmt: skip
 
 
@@ -158,7 +153,7 @@ def numbers(key: Key) -> str:
         sends = sent(2, 1, "DeepSpeed default") * psi  # elements, in the config's dtype (its default)
         return (
             f"stage 2 model state per GPU: {_gb(fp32)} (fp32, with a cloned fp32 master) → {_gb(mixed)} "
-            f"(bf16, fp32 master); stage 2 sends {_psi(sends / psi)} per GPU per step, in the training "
+            f"(bf16, fp32 master); stage 2 sends {_psi(sends / psi)} per step, in the training "
             f"dtype: {_gb(4 * sends)} → {_gb(2 * sends)}"
         )
     if key.path.endswith("offload_optimizer.device"):
@@ -175,8 +170,8 @@ def numbers(key: Key) -> str:
         on, off = peak_parts(key, key.default), peak_parts(key, key.tried)
         wait = "unreduced gradients"
         return (
-            f"{shown}: the {_gb(on['gradient buckets'])} bucket goes, but the gradients waiting uncopied "
-            f"grow from {_gb(on[wait])} (one tensor) to {_gb(off[wait])}"
+            f"{shown}: the {_gb(on['gradient buckets'])} bucket goes; {_gb(on[wait])} → {_gb(off[wait])} of "
+            f"gradients wait"
         )
     return shown
 

@@ -52,7 +52,7 @@ def with_defaults(config: dict) -> dict:
     first use); otherwise torch's own AdamW takes the step, which needs no compiler.
     """
     params = ADAMW["params"] | ({} if offloaded(config) else {"torch_adam": True})
-    return {"optimizer": ADAMW | {"params": params}, "steps_per_print": 10**9} | config
+    return {"optimizer": ADAMW | {"params": params}, "steps_per_print": 10**9} | config  # its own keys win
 
 
 def make_engine(config: dict, seed: int):
