@@ -130,6 +130,22 @@ def test_the_checkpoint_resumes_and_consolidates_to_fp32(run, choice):
 
 
 @pytest.mark.parametrize("choice", list(CHOICES), ids=name)
+def test_rank_0_lists_the_checkpoint_files_lesson_12_describes(run, choice):
+    """The checkpoint folder as rank 0 lists it (the other rank lists nothing): in the tag's folder one
+    optimizer-state file per rank, and one model-state file per rank at stage 3, where the weights are
+    sharded, or a single one at stages 0-2, where they are whole; beside it `latest`, and DeepSpeed's
+    zero_to_fp32.py wherever there are ZeRO shards to convert (stages 1-3)."""
+    first, second = run[0].of(name(choice))
+    stage, ranks = choice[0], (0, 1)
+    optim = [f"saved/bf16_zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in ranks] if stage else []
+    per_rank = [f"saved/zero_pp_rank_{r}_mp_rank_00_model_states.pt" for r in ranks]
+    model = per_rank if stage == 3 else ["saved/mp_rank_00_model_states.pt"]
+    scripts = ["zero_to_fp32.py", "zero_to_torch.py"] if stage else []
+    assert second.files is None
+    assert first.files == tuple(sorted(["latest", *optim, *model, *scripts]))
+
+
+@pytest.mark.parametrize("choice", list(CHOICES), ids=name)
 def test_each_rank_holds_the_papers_optimizer_share(run, choice):
     """K = 12 bytes per parameter (fp32 master weights and Adam's two moments): whole at stage 0, split in
     two above it, offloaded or not. Ψ is a multiple of 2N, so there is no padding."""

@@ -50,6 +50,9 @@ class RankReport:
     skipped_steps: int  #: steps the fp16 loss scaler skipped for overflow (always 0 in bf16)
     held: dict[str, int]  #: bytes held after the last backward, by field, from the lab's counter
     consolidated: int | None  #: tensors rank 0 rebuilt with zero_to_fp32; None on other ranks and at stage 0
+    files: tuple[str, ...] | None = (
+        None  #: the checkpoint folder's files, as rank 0 found them; None elsewhere
+    )
 
     @property
     def total(self) -> int:
@@ -202,7 +205,8 @@ def _reports(folder: Path, configs: dict[Path, dict], ranks: int) -> list[RankRe
     for line in lines:
         config = by_name[line["config"]]
         asked = {"stage": config.get("zero_optimization", {}).get("stage", 0), "offload": offload_of(config)}
-        reports.append(RankReport(**line | asked | {"losses": tuple(line["losses"])}))
+        files = None if line["files"] is None else tuple(line["files"])
+        reports.append(RankReport(**line | asked | {"losses": tuple(line["losses"]), "files": files}))
     order = list(by_name)
     return sorted(reports, key=lambda r: (order.index(r.config), r.rank))
 

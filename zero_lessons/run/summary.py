@@ -98,6 +98,7 @@ class Summary:
             ("losses", losses),
             ("skipped steps", skipped),
             ("checkpoint", ROUND_TRIP.format(NEXT_STEP["optimizer" in self.ranks[0].offload])),
+            ("checkpoint files", ", ".join(self.ranks[0].files or ()) or "not listed"),
             ("consolidated", self.consolidation),
             ("as predicted", f"not predicted: {self.why_not}" if self.predicted is None else verdict),
         ]

@@ -154,7 +154,10 @@ def run(path: Path, steps: int, checkpoints: Path) -> dict:
         "held": found,
         "skipped_steps": engine.skipped_steps,
     }  # skipped: fp16 overflows
-    return report | {"consolidated": round_trip(engine, config, checkpoints / path.stem)}
+    folder = checkpoints / path.stem
+    consolidated = round_trip(engine, config, folder)  # ends once every rank's shard is on disk
+    files = sorted(str(f.relative_to(folder)) for f in folder.rglob("*") if f.is_file())
+    return report | {"consolidated": consolidated, "files": files if dist.get_rank() == 0 else None}
 
 
 def main(argv: list[str] | None = None) -> None:
