@@ -12,8 +12,9 @@ from zero_lessons.lab.timeline_compare import WHY, Compared, allowances, modelle
 from zero_lessons.lab.timeline_setup import BY_KEY, STEP_NAMES
 from zero_lessons.lab.timeline_view import highest, panels, peaks
 from zero_lessons.planning import DDP, DeepSpeed, activations, layered_model, timeline, transformer_model
+from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.planning.step_effects import CHANGES, effects
-from zero_lessons.present.step_figure import KIND_COLOURS, STACK, Panel, plot_step, short_name
+from zero_lessons.present.step_figure import BLOCK_TICKS, KIND_COLOURS, STACK, Panel, plot_step, short_name
 from zero_lessons.present.step_tables import kinds_table, parts_table, peak_table
 from zero_lessons.stages import Stage
 
@@ -124,6 +125,17 @@ def test_the_loss_gets_a_column_of_its_own_after_the_forward_pass():
     assert Panel("ddp", t).columns() == (tuple(range(len(t.phases))), None)
 
 
+def test_a_long_step_leaves_the_blocks_beside_the_turn_unnumbered():
+    """The 7.5 B preset's block 32 is a multiple of BLOCK_TICKS, yet its two bars sit either side of the
+    loss's column: numbering them would print over the word "loss"."""
+    t = timeline(transformer_model(MODELS["7.5b"]), DeepSpeed(stage=2), 8)
+    labels = Panel("z2", t).labels()
+    shown = {t.phases[i].name: text for i, text in enumerate(labels) if text}
+    assert "forward block 32" not in shown and "backward block 32" not in shown
+    assert shown["forward block 24"] == shown["backward block 24"] == "24"
+    assert shown["forward block 16"] == "16\nforward →" and shown["backward block 16"] == "16\n← backward"
+
+
 def test_the_stack_is_the_models_parts_by_kind():
     t = timeline(TINY, DeepSpeed(stage=3, param_persistence_threshold=0), 2)
     heights = Panel("z3", t).heights("B")
@@ -140,10 +152,18 @@ def test_a_long_step_names_its_runs_and_its_peak_in_the_title():
         t = panel.timeline
         labels = [tick.get_text() for tick in ax.get_xticklabels()]
         assert len(labels) == len(t.phases) == 2 * 37 + 5
-        named = {text: t.phases[i] for i, text in enumerate(labels) if text}
-        assert set(named) == {"start", "forward →", "← backward", "step"}
-        assert (named["forward →"].kind, named["← backward"].kind) == ("forward", "backward")
-        assert named["step"].name == "optimizer step"
+        named = {i: text for i, text in enumerate(labels) if text}
+        numbered = [n for n in range(1, SHAPE.layers + 1) if n % BLOCK_TICKS == 0]
+        ticked = [t.phases[i].name for i, text in named.items() if text.split("\n")[0].isdigit()]
+        assert sorted(ticked) == sorted(
+            f"{way} block {n}" for way in ("forward", "backward") for n in numbered
+        )
+        heads = {i: text.split("\n")[0] for i, text in named.items()}
+        assert all(heads[i] == t.phases[i].name.rsplit(" ", 1)[1] for i in heads if heads[i].isdigit())
+        words = {text.split("\n")[-1]: t.phases[i] for i, text in named.items() if not text.isdigit()}
+        assert set(words) == {"start", "forward →", "← backward", "step"}
+        assert (words["forward →"].kind, words["← backward"].kind) == ("forward", "backward")
+        assert words["step"].name == "optimizer step"
         assert (
             ax.get_title(loc="right")
             == f"step-model peak {units.format_number(t.peak.total / 10**9, 1)} GB at {t.peak.name}"

@@ -29,6 +29,8 @@ from .step_legend import LEGEND_ROW, LOSS_STYLE, STACK, legend, legend_rows
 
 #: Most phases named one by one on the axis; a longer step names its runs instead.
 MAX_LABELLED = 24
+#: a long step numbers every BLOCK_TICKS-th block on its x axis, in both passes
+BLOCK_TICKS = 8
 #: Most panels one figure holds.
 MAX_PANELS = 8
 #: Inches: the book's text column is about 784 px wide at matplotlib's 100 dpi.
@@ -130,18 +132,30 @@ class Panel:
 
     def labels(self) -> tuple[str, ...]:
         """The x axis's words, one per phase: every phase of a short step; else the start, the optimizer
-        step, and "forward" and "backward" under the middle of their runs ("" for the others)."""
+        step, every BLOCK_TICKS-th block's number in both passes (but not the two beside the turn between
+        them, where the loss's column goes), and "forward" and "backward" under the middle of their runs."""
         phases = self.timeline.phases
         if not self.long:
             return tuple(short_name(p.name) for p in phases)
-        shown = ["" for _ in phases]
+        shown = [_block_tick(p.name) for p in phases]
+        kinds = [p.kind for p in phases]
+        for turn in (len(kinds) - 1 - kinds[::-1].index("forward"), kinds.index("backward")):
+            shown[turn] = ""  # the blocks either side of the turn between the passes, where the loss goes
         for way, words in (("forward", "forward →"), ("backward", "← backward")):
             run = [i for i, p in enumerate(phases) if p.kind == way]
-            shown[run[len(run) // 2]] = words
+            middle = run[len(run) // 2]
+            shown[middle] = "\n".join(filter(None, (shown[middle], words)))
         for i, phase in enumerate(phases):
             if phase.name in ("start of step", "optimizer step"):
                 shown[i] = short_name(phase.name)
         return tuple(shown)
+
+
+def _block_tick(name: str) -> str:
+    """A long step's tick for the phase `name`: the block's number if it is a multiple of BLOCK_TICKS."""
+    way, _, rest = name.partition(" block ")
+    ticked = way in ("forward", "backward") and rest.isdigit() and int(rest) % BLOCK_TICKS == 0
+    return rest if ticked else ""
 
 
 def plot_step(panels, unit: str = "kB", title: str = "", same_scale: bool = False) -> Figure:
