@@ -113,6 +113,22 @@ def test_the_run_legend_explains_every_column_of_a_stage_3_run():
         legend.Legend(1)
 
 
+def test_under_bf16_stages_1_and_2_skip_an_overflowing_step_with_a_fixed_scale_of_1():
+    """Lesson 12: DeepSpeed's bf16 config checks gradients for inf/NaN by default, the engine hands that to
+    stages 1 and 2, whose step skips when it finds one; and a non-fp16 loss scaler is a fixed scale of 1."""
+    from conftest import need_module
+
+    read = lambda name: pathlib.Path(need_module(name).__file__).read_text()  # noqa: E731
+    assert "check_grad_overflow: bool = True" in read("deepspeed.runtime.precision_config")
+    engine = read("deepspeed.runtime.engine")
+    assert "check_grad_overflow = self._config.bfloat16_config.check_grad_overflow" in engine
+    stage12 = read("deepspeed.runtime.zero.stage_1_and_2")
+    assert "if self.check_grad_overflow:\n            self.check_overflow(" in stage12
+    assert "loss_scale_value = static_loss_scale if dtype == torch.half else 1.0" in read(
+        "deepspeed.runtime.fp16.loss_scaler"
+    )
+
+
 def test_deepspeeds_stage_3_checks_for_overflow_only_under_fp16():
     """Lesson 12: under bf16 no step is skipped; the inf/NaN flag is allocated but only fp16 reads it."""
     from conftest import need_module

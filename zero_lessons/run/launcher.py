@@ -47,7 +47,7 @@ class RankReport:
     offload: str  #: what the config offloads: "none", "optimizer", "optimizer+parameters" (or "parameters")
     params: int  #: parameters in the script's model
     losses: tuple[float, ...]  #: this rank's loss at each step, on its own batch
-    skipped_steps: int  #: steps the fp16 loss scaler skipped for overflow (always 0 in bf16)
+    skipped_steps: int  #: steps skipped for an inf or NaN gradient (fp16; bf16 too at stages 1-2)
     held: dict[str, int]  #: bytes held after the last backward, by field, from the lab's counter
     consolidated: int | None  #: tensors rank 0 rebuilt with zero_to_fp32; None on other ranks and at stage 0
     files: tuple[str, ...] | None = (

@@ -153,7 +153,7 @@ def run(path: Path, steps: int, checkpoints: Path) -> dict:
         "losses": losses,
         "held": found,
         "skipped_steps": engine.skipped_steps,
-    }  # skipped: fp16 overflows
+    }  # skipped: steps with an inf or NaN gradient (fp16 overflows; bf16 ones too at stages 1-2)
     folder = checkpoints / path.stem
     consolidated = round_trip(engine, config, folder)  # ends once every rank's shard is on disk
     files = sorted(str(f.relative_to(folder)) for f in folder.rglob("*") if f.is_file())
