@@ -24,8 +24,8 @@ def test_the_table_says_what_each_stage_shards():
         "optimizer state, gradients, weights",
     ]
     assert rows[2][2].endswith(
-        "also shards the weights between steps but keeps each layer's gathered from its forward "
-        "to the end of backward"
+        "SHARD_GRAD_OP: every layer's whole weights during the step, as in ZeRO-2, but only shards "
+        "between steps"
     )
     assert rows[4][0].startswith("ZeRO-3 with hpZ") and rows[4][3] == "neither: one machine"
     table = fsdp.Equivalents()._repr_markdown_().splitlines()

@@ -17,8 +17,8 @@ PAIRS = (
 NAMES = {"optimizer": "optimizer state"}
 #: Where a PyTorch setting's weights differ from its ZeRO stage's
 WEIGHTS_NOTE = {
-    "fsdp_no_reshard": ", which, unlike ZeRO-2, also shards the weights between steps but keeps each layer's "
-    "gathered from its forward to the end of backward"
+    "fsdp_no_reshard": ": every layer's whole weights during the step, as in ZeRO-2, but only shards between "
+    "steps"
 }
 #: The one pair that is close, not equal, and runs in neither lab (it needs several machines)
 HYBRID = (
