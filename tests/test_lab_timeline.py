@@ -257,8 +257,8 @@ def test_a_setup_measured_first_in_its_ranks_measures_the_same_step(measured):
 
 
 def test_the_losss_copies_under_deepspeed_are_the_recorded_four_and_a_half(measured):
-    """Lesson 11 sizes the 7.5 B GPT's loss by timeline_view.DEEPSPEED_LOSS_COPIES: the lab still measures it,
-    on every DeepSpeed rank of every world size, and four under PyTorch's fp32 setups."""
+    """Lesson 10 reports timeline_view.DEEPSPEED_LOSS_COPIES for the lab's mean-square loss: the lab still
+    measures it, on every DeepSpeed rank of every world size, and four under PyTorch's fp32 setups."""
     from zero_lessons.lab import timeline_view
 
     deepspeed = [m for m in measured if m.key.startswith("step_zero")]
