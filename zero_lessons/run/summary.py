@@ -14,7 +14,7 @@ from . import predict
 from .launcher import RankReport, RunReport, read_configs
 
 #: Column names of the bytes-held table.
-HEAD = ("rank", "bytes", "weights", "gradients", "optimizer", "step counters", "other", "total")
+HEAD = ("rank", "source", "weights", "gradients", "optimizer", "step counters", "other", "total")
 #: What a successful report proves about the checkpoint: `train.round_trip` asserts it on every rank. With the
 #: optimizer offloaded, DeepSpeed's CPU Adam gives the next step to 1e-4 of its size, not bit for bit.
 ROUND_TRIP = "saved; resumed into a fresh engine with equal weights and {} next step on every rank"
