@@ -50,9 +50,7 @@ class RankReport:
     skipped_steps: int  #: steps skipped for an inf or NaN gradient (fp16; bf16 too at stages 1-2)
     held: dict[str, int]  #: bytes held after the last backward, by field, from the lab's counter
     consolidated: int | None  #: tensors rank 0 rebuilt with zero_to_fp32; None on other ranks and at stage 0
-    files: tuple[str, ...] | None = (
-        None  #: the checkpoint folder's files, as rank 0 found them; None elsewhere
-    )
+    files: tuple[str, ...] | None = None  #: the checkpoint's files, as rank 0 listed them; None elsewhere
 
     @property
     def total(self) -> int:
