@@ -100,12 +100,12 @@ def test_a_modelled_loss_is_a_bar_of_its_own_and_can_take_the_peak():
     assert sum(b.get_height() for b in bars) * 10**9 == pytest.approx(float(t.after_forward.total + loss))
     assert [b.get_gid() for b in bars][-1] == "model loss" and bars[-1].get_hatch() == "////"
     (mark,) = [line for line in ax.get_lines() if line.get_gid() == "peak bar"]
-    assert list(mark.get_xdata()) == [loss_x] and ax.get_title(loc="right").startswith("peak with the loss ")
+    assert list(mark.get_xdata()) == [loss_x] and ax.get_title(loc="right").startswith("peak (loss counted) ")
     assert ax.get_title(loc="right").endswith("GB at the loss")
     small = Panel("zero-2", t, model_loss=1)  # a loss that tops nothing: the step model's peak stays
     assert small.peak == (t.peak.total, t.peak_index)
     legend_names = [text.get_text() for text in plot_step([panel], "GB").legends[0].get_texts()]
-    assert "the loss, after the forward pass" in legend_names and "the peak, with the loss" in legend_names
+    assert "the loss, after the forward pass" in legend_names and "the peak, loss counted" in legend_names
     with pytest.raises(ValueError, match="model_loss bytes must be ≥ 0"):
         Panel("a", t, model_loss=-1)
 
@@ -306,7 +306,7 @@ def test_tables_show_exact_bytes_rounded_only_for_display():
         peak_table([])
     # With a loss: the peak counts it; checkpointed, a small loss leaves the peak be, under a new heading.
     lossy = peak_table([t], loss=10**9)
-    assert lossy.head[5] == "peak with the loss GB" and len(lossy.head) == 8 and lossy.body == (row,)
+    assert lossy.head[5] == "peak (loss counted) GB" and len(lossy.head) == 8 and lossy.body == (row,)
     assert t.peak_with_loss(10**9) == t.peak.total  # the optimizer step still tops the forward pass plus 1 GB
     bare = timeline(BIG, DeepSpeed(stage=3), 8)  # no checkpointing: a large loss tops the backward pass
     (topped,) = peak_table([bare], "B", loss=10**10).body
@@ -448,7 +448,7 @@ def test_a_loss_after_the_forward_pass_can_take_the_peak_and_shrink_a_knobs_move
     assert base.peak_with_loss(0) == base.peak.total
     assert base.peak_with_loss(loss) == max(base.peak.total, base.after_forward.total + loss)
     bare, lossy = effects(BIG, 8), effects(BIG, 8, loss=loss)
-    assert lossy.loss == loss and bare.loss == 0 and "peak GB with the loss" in lossy.cells()[0]
+    assert lossy.loss == loss and bare.loss == 0 and "peak GB (loss counted)" in lossy.cells()[0]
     for plain, counted in zip(bare.rows, lossy.rows, strict=True):
         ck_before, ck_after = plain.change.checkpointing
         for fw, ck, value in (

@@ -53,7 +53,7 @@ def test_the_table_can_count_each_cards_loss():
     """With a loss per card, each step peak counts it after the forward pass, as does what the step adds."""
     losses = {"24GB": 7 * GB, "32GB": 2 * GB}
     table = picks_table(PICKS, losses)
-    assert table.head[3] == "step peak with the loss, GB"
+    assert table.head[3] == "step peak (loss counted), GB"
     for p, row in zip(PICKS, table.body, strict=True):
         peak = p.step.peak_with_loss(losses[p.card])
         assert float(row[3]) == round(float(peak / GB), 2) and peak >= p.peak.total

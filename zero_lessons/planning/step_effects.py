@@ -156,7 +156,7 @@ class EffectTable:
             "framework",
             "knob",
             "change",
-            f"peak {unit}" + (" with the loss" if self.loss else ""),
+            f"peak {unit}" + (" (loss counted)" if self.loss else ""),
             f"peak moves {unit}",
             "what it does to the traffic",
         ]

@@ -202,7 +202,7 @@ def _draw_panel(ax, panel: Panel, unit: str) -> None:
     shown = units.format_number(Fraction(top) / size, 1)
     ax.set_title(panel.title.replace("$", r"\$"), fontsize=9, loc="left", pad=3)
     where = "the loss" if at is None else panel.timeline.phases[at].name  # the full name, as tables write it
-    which = "step-model peak" if panel.model_loss is None else "peak with the loss"
+    which = "step-model peak" if panel.model_loss is None else "peak (loss counted)"
     ax.set_title(f"{which} {shown} {unit} at {where}", fontsize=8, loc="right", pad=3, color="crimson")
     xs, loss_x = panel.columns()
     lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond

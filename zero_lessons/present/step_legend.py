@@ -24,9 +24,7 @@ LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", 
 def _peak_name(panels) -> str:
     """The peak line's name: the step model's peak, or with the modelled loss where a panel counts it."""
     return (
-        "the peak, with the loss"
-        if any(p.model_loss is not None for p in panels)
-        else "the step model's peak"
+        "the peak, loss counted" if any(p.model_loss is not None for p in panels) else "the step model's peak"
     )
 
 

@@ -121,7 +121,7 @@ def peak_table(timelines, unit: str = "GB", *, loss=None) -> Table:
         "activation checkpointing",
         f"model state before optimizer step {unit}",
         "peak at",
-        f"peak {unit}" if loss is None else f"peak with the loss {unit}",
+        f"peak {unit}" if loss is None else f"peak (loss counted) {unit}",
         f"model state at the peak {unit}",
         f"beyond model state at the peak {unit}",
     )
@@ -157,7 +157,7 @@ def loss_table(timelines, loss, unit: str = "GB") -> Table:
         "activation checkpointing",
         f"step model peak {unit}",
         f"after the forward pass {unit}",
-        f"peak with the loss {unit}",
+        f"peak (loss counted) {unit}",
         f"lift {unit}",
     )
     return Table(head, tuple(body), (False, False, True, True, True, True))
@@ -231,7 +231,7 @@ def picks_table(picks, losses: dict | None = None) -> Table:
                 name,
             )
         )
-    step = "step peak, GB" if losses is None else "step peak with the loss, GB"
+    step = "step peak, GB" if losses is None else "step peak (loss counted), GB"
     head = ("card, headroom", "pick", "lesson 4's sum, GB", step, "step adds, % of card", "peak at")
     return text_table(head, rows)
 
