@@ -1,0 +1,61 @@
+"""The offload placement figure: its bytes are DeepSpeed's, as `planning.offload` and `planning.counts` count
+them, and it draws every place and link it names."""
+
+import re
+
+import pytest
+
+from zero_lessons.planning import counts, nvme_buffers, offload
+from zero_lessons.present.offload_figure import placements, plot_placements
+from zero_lessons.stages import Stage
+
+
+def link_bytes(labels) -> tuple[int, int]:
+    """The least and most bytes per shard element a link's labels add up to ("2 + 2 B", "2-4 B")."""
+    least = most = 0
+    for label in labels:
+        amount = re.search(r"([\d +-]+) B$", label).group(1)
+        if "-" in amount:
+            low, high = map(int, amount.split("-"))
+        else:
+            low = high = sum(int(n) for n in amount.split("+"))
+        least, most = least + low, most + high
+    return least, most
+
+
+def held(place) -> int:
+    return sum(int(size.removesuffix(" B")) for _, size in place)
+
+
+def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
+    zero2, zero3, params, nvme = placements(8)
+    assert zero2.held["GPU"] == (("16-bit weights, whole", "16 B"),)  # 2 B a parameter, 8 shards' worth
+    assert held(zero2.held["host"]) == sum(offload.DEEPSPEED_ZERO2_HOST.values()) == 18
+    assert held(zero3.held["host"]) == sum(offload.DEEPSPEED_ZERO3_HOST.values()) == 18
+    assert held(params.held["host"]) == 20 and held(nvme.held["NVMe drive"]) == 16
+    assert link_bytes(zero2.links["GPU", "host"]) == (offload.DEEPSPEED_PCIE[Stage.ZERO2],) * 2 == (6, 6)
+    assert link_bytes(zero3.links["GPU", "host"]) == (offload.DEEPSPEED_PCIE[Stage.ZERO3],) * 2 == (10, 10)
+    assert link_bytes(params.links["GPU", "host"]) == counts.PARAMS_PCIE == (10, 12)
+    assert link_bytes(nvme.links["GPU", "host"]) == (10, 10)
+    per_element = offload.link_bytes(10**9, 8, Stage.ZERO3, link="nvme") / (10**9 // 8)
+    assert link_bytes(nvme.links["host", "NVMe drive"]) == (per_element, per_element) == (32, 32)
+    staging = dict(nvme.held["host"])["pinned staging buffers"]
+    assert staging == f"{nvme_buffers.staging_bytes([10**6]) // 10**6} B" == "16 B"  # one sub-group
+
+
+def test_the_whole_weights_scale_with_the_gpus_and_bad_counts_are_refused():
+    assert placements(4)[0].held["GPU"] == (("16-bit weights, whole", "8 B"),)
+    with pytest.raises(ValueError, match="gpus"):
+        placements(0)
+
+
+def test_the_figure_draws_every_choice_place_and_link():
+    fig = plot_placements(8)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    for placement in placements(8):
+        assert placement.name in texts
+        for place, rows in placement.held.items():
+            assert place in texts and all(what in texts for what, _ in rows)
+        assert all(label in texts for labels in placement.links.values() for label in labels)
+    assert texts.count("in all") == 5  # every box with more than one sized line (the hosts and the drive)
+    assert "Ψ/8" in fig.texts[0].get_text()

@@ -1,0 +1,117 @@
+"""Where each offload keeps the training state, and what crosses each link per step, by DeepSpeed's code:
+one row per choice, a box per place (GPU, host, NVMe drive), bytes per shard element in each.
+
+A shard element is one of the Ψ/N parameters a GPU owns. The GPU's whole 16-bit weights at ZeRO-2 are N times
+its shard: 2 B per parameter, 2N B per shard element. The bytes come from `planning.offload` (DeepSpeed's host
+bytes, its PCIe and NVMe traffic) and `planning.nvme_buffers` (the pinned staging buffers), not from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch
+
+from .. import checks
+from ..planning import nvme_buffers, offload
+from ..stages import Stage
+
+#: Where a box stands in its row (x of its left edge) and what it is called.
+PLACES = {"GPU": 0.0, "host": 4.5, "NVMe drive": 9.2}
+WIDTHS = {"GPU": 2.4, "host": 2.5, "NVMe drive": 2.5}  #: each box's width
+ROW_HEIGHT, LINE = 1.9, 0.2
+FILL = {"GPU": "#dceaf7", "host": "#f6e6cc", "NVMe drive": "#e3e3e3"}
+#: What crosses PCIe per step, per shard element, by DeepSpeed's code (`offload.DEEPSPEED_*`): the gradient
+#: shard down in fp32, the updated 16-bit weights back, and at stage 3 the 16-bit gradients' round trip first.
+DOWN = f"fp32 gradients ↓ {offload.DEEPSPEED_DOWN} B"
+BACK = f"16-bit weights ↑ {offload.DEEPSPEED_BACK} B"
+BOUNCE = "16-bit grads ↓↑ 2 + 2 B"
+UP_TWICE = "16-bit weights ↑ 2-4 B"
+#: What DeepSpeed keeps on the drive with the optimizer there: the optimizer state and the fp32 gradients.
+ON_DRIVE = ("fp32 master weights", "fp32 gradients", "Adam moments")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One offload choice: what each place holds (label, bytes per shard element) and what each link carries
+    per step, as labels with their bytes per shard element."""
+
+    name: str
+    held: dict[str, tuple[tuple[str, str], ...]]  #: place → (what, bytes per shard element, as shown)
+    links: dict[tuple[str, str], tuple[str, ...]]  #: (from, to) → what crosses, per step
+
+
+def _rows(kinds: dict[str, int]) -> tuple[tuple[str, str], ...]:
+    return tuple((kind, f"{size} B") for kind, size in kinds.items())
+
+
+def placements(gpus: int = 8) -> tuple[Placement, ...]:
+    """The four offloads lesson 07 compares, by DeepSpeed's code: ZeRO-2 and ZeRO-3 with the optimizer on the
+    host, ZeRO-3 with the parameters there too, and ZeRO-3 with the optimizer state on an NVMe drive."""
+    whole = f"{2 * checks.gpus(gpus)} B"  # the whole 16-bit weights: 2 B per parameter, N shards' worth
+    zero3 = _rows(offload.DEEPSPEED_ZERO3_HOST)
+    staging = (
+        f"{nvme_buffers.BUFFER_COUNT * nvme_buffers.FP32} B"  # one sub-group: the whole shard by default
+    )
+    nvme = int(offload.link_bytes(1, 1, Stage.ZERO3, link="nvme"))  # one parameter on one GPU: per element
+    shard = (("16-bit weight shard", "2 B"),)
+    return (
+        Placement("ZeRO-2, optimizer on the host", {"GPU": (("16-bit weights, whole", whole),),
+                  "host": _rows(offload.DEEPSPEED_ZERO2_HOST)}, {("GPU", "host"): (DOWN, BACK)}),
+        Placement("ZeRO-3, optimizer on the host", {"GPU": shard, "host": zero3},
+                  {("GPU", "host"): (BOUNCE, DOWN, BACK)}),
+        Placement("ZeRO-3, optimizer and parameters on the host",
+                  {"GPU": (("layers, gathered as they run", ""),),
+                   "host": (*zero3, ("16-bit weights", "2 B"))},
+                  {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE)}),
+        Placement("ZeRO-3, optimizer state on an NVMe drive",
+                  {"GPU": shard, "host": (("16-bit gradients", "2 B"), ("pinned staging buffers", staging)),
+                   "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
+                  {("GPU", "host"): (BOUNCE, DOWN, BACK),
+                   ("host", "NVMe drive"): (f"read, written ↔ {nvme} B",)}),
+    )  # fmt: skip
+
+
+def _box(ax, x: float, y: float, place: str, rows: tuple[tuple[str, str], ...]) -> None:
+    """One place: its name, then what it holds, a line each."""
+    width = WIDTHS[place]
+    ax.add_patch(FancyBboxPatch((x, y), width, ROW_HEIGHT - 0.35, boxstyle="round,pad=0.04",
+                                facecolor=FILL[place], edgecolor="#666", lw=0.8))  # fmt: skip
+    ax.text(x + 0.08, y + ROW_HEIGHT - 0.42, place, fontsize=8, weight="bold", va="top")
+    sizes = [size.removesuffix(" B") for _, size in rows]
+    if len(rows) > 1 and all(n.isdigit() for n in sizes):
+        rows = (*rows, ("in all", f"{sum(map(int, sizes))} B"))
+    for i, (what, size) in enumerate(rows):
+        line_y = y + ROW_HEIGHT - 0.66 - LINE * i
+        ax.text(x + 0.08, line_y, what, fontsize=7, va="top")
+        ax.text(x + width - 0.08, line_y, size, fontsize=7, va="top", ha="right")
+
+
+def plot_placements(gpus: int = 8) -> Figure:
+    """`placements(gpus)` drawn: a row per choice, boxes for the places, arrows labelled with each link's
+    bytes per shard element per step."""
+    rows = placements(gpus)
+    fig, ax = plt.subplots(figsize=(7.84, ROW_HEIGHT * len(rows) + 0.5))
+    for r, placement in enumerate(rows):
+        y = (len(rows) - 1 - r) * ROW_HEIGHT
+        ax.text(0, y + ROW_HEIGHT - 0.12, placement.name, fontsize=9, va="top", color="#333")
+        for place, held in placement.held.items():
+            _box(ax, PLACES[place], y, place, held)
+        for (left, right), what in placement.links.items():
+            x0, x1 = PLACES[left] + WIDTHS[left], PLACES[right]
+            mid = y + (ROW_HEIGHT - 0.35) / 2
+            ax.annotate("", (x1 - 0.05, mid), (x0 + 0.05, mid), arrowprops={"arrowstyle": "<->", "lw": 1.2})
+            for i, label in enumerate(what):
+                ax.text((x0 + x1) / 2, mid + 0.1 + 0.18 * (len(what) - 1 - i), label, fontsize=6.5,
+                        ha="center", va="bottom")  # fmt: skip
+    ax.set_xlim(-0.1, PLACES["NVMe drive"] + WIDTHS["NVMe drive"] + 0.1)
+    ax.set_ylim(-0.1, ROW_HEIGHT * len(rows) - 0.05)
+    ax.axis("off")
+    title = "Where each offload keeps the state, and what crosses each link per step, by DeepSpeed's code"
+    unit = f"B: bytes per shard element, one of the Ψ/{gpus} parameters each GPU owns"
+    fig.suptitle(f"{title}\n{unit}", fontsize=8.5, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    plt.close(fig)
+    return fig
