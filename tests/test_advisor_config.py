@@ -464,6 +464,21 @@ def test_advice_html_for_the_explorer():
     )
 
 
+def test_the_zero_init_warning_says_when_the_whole_model_would_not_fit_a_card():
+    """Without zero.Init DeepSpeed first moves the whole 16-bit model to each GPU: the warning says so when
+    that is more than the card (70 B on 24 GB cards: 140 GB), not when the card holds it (7.5 B, 80 GB)."""
+    from zero_lessons.inputs import Setup
+    from zero_lessons.planning import host_check
+
+    warned = [w for w in advise(70 * 10**9, 8, "24GB", cpu_memory="2TB").warnings if "zero.Init" in w]
+    assert len(warned) == 1 and warned[0].endswith(
+        "; and each GPU would first receive the whole 16-bit model, 140 GB, more than its 24 GB"
+    )
+    show = lambda n: f"{n / 10**9:g} GB"  # noqa: E731
+    assert host_check._whole_model(Setup(7_500_000_000, 8, gpu_memory="80GB"), show) == ""
+    assert host_check._whole_model(Setup(7_500_000_000, 8), show) == ""  # no card size: nothing to compare
+
+
 def test_host_bytes_per_parameter_say_when_they_add_up_over_nodes():
     """On two nodes the per-parameter host figures count both nodes' memory together, and say so."""
     pick = advise(70 * 10**9, 16, "24GB", cpu_memory="800GB")

@@ -117,8 +117,18 @@ def zero_init_warning(setup: Setup, plan: offload.Plan, host: Fraction, per_node
         "deepspeed.zero.Init, which is code, not a config key; without it DeepSpeed's estimator counts "
         f"{show(bare)} per node (an fp32 copy of the whole model in each of the node's "
         f"{min(per_node, setup.gpus)} processes, × 1.5), "
-        f"more than {show(host)}"
+        f"more than {show(host)}{_whole_model(setup, show)}"
     )
+
+
+def _whole_model(setup: Setup, show: Show) -> str:
+    """What building without zero.Init costs each GPU: the whole 16-bit model, moved there before DeepSpeed
+    partitions it; said when it is more than the card holds."""
+    whole = setup.recipe.weight_bytes * setup.params
+    if setup.gpu_memory is None or whole <= setup.gpu_memory:
+        return ""
+    card = show(setup.gpu_memory)
+    return f"; and each GPU would first receive the whole 16-bit model, {show(whole)}, more than its {card}"
 
 
 def roomier(options: list[tuple[str, Fraction]], capacity: Fraction, share: Fraction, show: Show) -> str:
