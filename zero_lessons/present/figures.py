@@ -24,7 +24,7 @@ STAGE_COLOURS = {"data parallel": "#7f7f7f", "ZeRO-1": "#b07aa1", "ZeRO-2": "#17
 #: One colour per kind of part in a step's timeline: the model states as above, then the transient buffers.
 KIND_COLOURS = STATE_COLOURS | {
     "activations": "#8172b3",
-    "gathered parameters": "#c44e52",
+    "gathered parameters": "#4d4d4d",  # charcoal: not the peak mark's crimson
     "unreduced gradients": "#937860",
     "gradient buckets": "#ccb974",
     "fp32 gradients": "#64b5cd",
