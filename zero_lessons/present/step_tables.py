@@ -165,8 +165,8 @@ def loss_table(timelines, loss, unit: str = "GB") -> Table:
 
 #: What turning each knob of `planning.step_effects.CHANGES` trades, as the knob table of lesson 11 says it.
 TRADES = {
-    "reduce_bucket_size": "less bucket memory against more, smaller reductions; the gradient partition may "
-    "then arrive before the peak",
+    "reduce_bucket_size": "a smaller bucket against more, smaller reductions; stage 2's gradient partition "
+    "then arrives sooner, which can raise the peak",
     "allgather_bucket_size": "nothing: DeepSpeed ignores it where PyTorch has all_gather_into_tensor",
     "overlap_comm": "the peak, for reductions that overlap compute: a second bucket fills while one is "
     "reduced",
