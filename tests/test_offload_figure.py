@@ -36,7 +36,8 @@ def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
     assert link_bytes(zero2.links["GPU", "host"]) == (offload.DEEPSPEED_PCIE[Stage.ZERO2],) * 2 == (6, 6)
     assert link_bytes(zero3.links["GPU", "host"]) == (offload.DEEPSPEED_PCIE[Stage.ZERO3],) * 2 == (10, 10)
     assert link_bytes(params.links["GPU", "host"]) == counts.PARAMS_PCIE == (10, 12)
-    assert link_bytes(nvme.links["GPU", "host"]) == (10, 10)
+    assert link_bytes(nvme.links["GPU", "host"]) == counts.PARAMS_PCIE == (10, 12)
+    assert held(nvme.held["host"]) == 2 + 2 + 16  # gradients, weights under max_in_cpu, staging buffers
     per_element = offload.link_bytes(10**9, 8, Stage.ZERO3, link="nvme") / (10**9 // 8)
     assert link_bytes(nvme.links["host", "NVMe drive"]) == (per_element, per_element) == (32, 32)
     staging = dict(nvme.held["host"])["pinned staging buffers"]
@@ -58,4 +59,5 @@ def test_the_figure_draws_every_choice_place_and_link():
             assert place in texts and all(what in texts for what, _ in rows)
         assert all(label in texts for labels in placement.links.values() for label in labels)
     assert texts.count("in all") == 5  # every box with more than one sized line (the hosts and the drive)
+    assert offload.MAX_IN_CPU > 7_500_000_000 // 8  # the drawn NVMe row's weights stay on the host at 7.5 B
     assert "Ψ/8" in fig.texts[0].get_text()

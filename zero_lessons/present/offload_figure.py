@@ -49,7 +49,8 @@ def _rows(kinds: dict[str, int]) -> tuple[tuple[str, str], ...]:
 
 def placements(gpus: int = 8) -> tuple[Placement, ...]:
     """The four offloads lesson 07 compares, by DeepSpeed's code: ZeRO-2 and ZeRO-3 with the optimizer on the
-    host, ZeRO-3 with the parameters there too, and ZeRO-3 with the optimizer state on an NVMe drive."""
+    host, ZeRO-3 with the parameters there too, and ZeRO-3 with both set to an NVMe drive, where the weight
+    shard stays in host memory while it is under `offload.MAX_IN_CPU` elements (as for 7.5 B on 8 GPUs)."""
     whole = f"{2 * checks.gpus(gpus)} B"  # the whole 16-bit weights: 2 B per parameter, N shards' worth
     zero3 = _rows(offload.DEEPSPEED_ZERO3_HOST)
     staging = (
@@ -66,10 +67,12 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
                   {"GPU": (("layers, gathered as they run", ""),),
                    "host": (*zero3, ("16-bit weights", "2 B"))},
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE)}),
-        Placement("ZeRO-3, optimizer state on an NVMe drive",
-                  {"GPU": shard, "host": (("16-bit gradients", "2 B"), ("pinned staging buffers", staging)),
+        Placement("ZeRO-3, optimizer and parameters set to an NVMe drive",
+                  {"GPU": (("layers, gathered as they run", ""),),
+                   "host": (("16-bit gradients", "2 B"), ("16-bit weights (max_in_cpu)", "2 B"),
+                            ("pinned staging buffers", staging)),
                    "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
-                  {("GPU", "host"): (BOUNCE, DOWN, BACK),
+                  {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE),
                    ("host", "NVMe drive"): (f"read, written ↔ {nvme} B",)}),
     )  # fmt: skip
 
