@@ -69,7 +69,7 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE)}),
         Placement("ZeRO-3, optimizer and parameters set to an NVMe drive",
                   {"GPU": (("layers, gathered as they run", ""),),
-                   "host": (("16-bit gradients", "2 B"), ("16-bit weights (max_in_cpu)", "2 B"),
+                   "host": (("16-bit gradients", "2 B"), ("16-bit weights", "2 B"),
                             ("pinned staging buffers", staging)),
                    "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE),
