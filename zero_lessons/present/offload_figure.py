@@ -39,37 +39,34 @@ class Placement:
     per step, as labels with their bytes per shard element."""
 
     name: str
-    held: dict[str, tuple[tuple[str, str], ...]]  #: place → (what, bytes per shard element, as shown)
+    held: dict[str, tuple[tuple[str, int | None], ...]]  #: place → (what, bytes per shard element or None)
     links: dict[tuple[str, str], tuple[str, ...]]  #: (from, to) → what crosses, per step
 
 
-def _rows(kinds: dict[str, int]) -> tuple[tuple[str, str], ...]:
-    return tuple((kind, f"{size} B") for kind, size in kinds.items())
+def _rows(kinds: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(kinds.items())
 
 
 def placements(gpus: int = 8) -> tuple[Placement, ...]:
     """The four offloads lesson 07 compares, by DeepSpeed's code: ZeRO-2 and ZeRO-3 with the optimizer on the
     host, ZeRO-3 with the parameters there too, and ZeRO-3 with both set to an NVMe drive, where the weight
     shard stays in host memory while it is under `offload.MAX_IN_CPU` elements (as for 7.5 B on 8 GPUs)."""
-    whole = f"{2 * checks.gpus(gpus)} B"  # the whole 16-bit weights: 2 B per parameter, N shards' worth
+    whole = 2 * checks.gpus(gpus)  # the whole 16-bit weights: 2 B per parameter, N shards' worth
     zero3 = _rows(offload.DEEPSPEED_ZERO3_HOST)
-    staging = (
-        f"{nvme_buffers.BUFFER_COUNT * nvme_buffers.FP32} B"  # one sub-group: the whole shard by default
-    )
+    staging = nvme_buffers.BUFFER_COUNT * nvme_buffers.FP32  # one sub-group: the whole shard by default
     nvme = int(offload.link_bytes(1, 1, Stage.ZERO3, link="nvme"))  # one parameter on one GPU: per element
-    shard = (("16-bit weight shard", "2 B"),)
+    shard, layers = (("16-bit weight shard", 2),), (("layers, gathered as they run", None),)
     return (
         Placement("ZeRO-2, optimizer on the host", {"GPU": (("16-bit weights, whole", whole),),
                   "host": _rows(offload.DEEPSPEED_ZERO2_HOST)}, {("GPU", "host"): (DOWN, BACK)}),
         Placement("ZeRO-3, optimizer on the host", {"GPU": shard, "host": zero3},
                   {("GPU", "host"): (BOUNCE, DOWN, BACK)}),
         Placement("ZeRO-3, optimizer and parameters on the host",
-                  {"GPU": (("layers, gathered as they run", ""),),
-                   "host": (*zero3, ("16-bit weights", "2 B"))},
+                  {"GPU": layers, "host": (*zero3, ("16-bit weights", 2))},
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE)}),
         Placement("ZeRO-3, optimizer and parameters set to an NVMe drive",
-                  {"GPU": (("layers, gathered as they run", ""),),
-                   "host": (("16-bit gradients", "2 B"), ("16-bit weights", "2 B"),
+                  {"GPU": layers,
+                   "host": (("16-bit gradients", 2), ("16-bit weights", 2),
                             ("pinned staging buffers", staging)),
                    "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE),
@@ -77,19 +74,19 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
     )  # fmt: skip
 
 
-def _box(ax, x: float, y: float, place: str, rows: tuple[tuple[str, str], ...]) -> None:
-    """One place: its name, then what it holds, a line each."""
+def _box(ax, x: float, y: float, place: str, rows: tuple[tuple[str, int | None], ...]) -> None:
+    """One place: its name, then what it holds, a line each, and their sum when there are several."""
     width = WIDTHS[place]
     ax.add_patch(FancyBboxPatch((x, y), width, ROW_HEIGHT - 0.35, boxstyle="round,pad=0.04",
                                 facecolor=FILL[place], edgecolor="#666", lw=0.8))  # fmt: skip
     ax.text(x + 0.08, y + ROW_HEIGHT - 0.42, place, fontsize=8, weight="bold", va="top")
-    sizes = [size.removesuffix(" B") for _, size in rows]
-    if len(rows) > 1 and all(n.isdigit() for n in sizes):
-        rows = (*rows, ("in all", f"{sum(map(int, sizes))} B"))
+    if len(rows) > 1:
+        rows = (*rows, ("in all", sum(size for _, size in rows)))
     for i, (what, size) in enumerate(rows):
         line_y = y + ROW_HEIGHT - 0.66 - LINE * i
         ax.text(x + 0.08, line_y, what, fontsize=7, va="top")
-        ax.text(x + width - 0.08, line_y, size, fontsize=7, va="top", ha="right")
+        shown = "" if size is None else f"{size} B"
+        ax.text(x + width - 0.08, line_y, shown, fontsize=7, va="top", ha="right")
 
 
 def plot_placements(gpus: int = 8) -> Figure:
