@@ -133,7 +133,9 @@ def test_a_long_step_leaves_the_blocks_beside_the_turn_unnumbered():
     shown = {t.phases[i].name: text for i, text in enumerate(labels) if text}
     assert "forward block 32" not in shown and "backward block 32" not in shown
     assert shown["forward block 24"] == shown["backward block 24"] == "24"
-    assert shown["forward block 16"] == "16\nforward →" and shown["backward block 16"] == "16\n← backward"
+    assert shown["forward block 16"] == "16\nblocks, forward →"
+    assert shown["backward block 16"] == "16\n← backward, blocks"
+    assert shown["gradient reduction"] == "\nreduce"  # a line down, clear of "step" three bars on
 
 
 def test_the_stack_is_the_models_parts_by_kind():
@@ -161,8 +163,9 @@ def test_a_long_step_names_its_runs_and_its_peak_in_the_title():
         heads = {i: text.split("\n")[0] for i, text in named.items()}
         assert all(heads[i] == t.phases[i].name.rsplit(" ", 1)[1] for i in heads if heads[i].isdigit())
         words = {text.split("\n")[-1]: t.phases[i] for i, text in named.items() if not text.isdigit()}
-        assert set(words) == {"start", "forward →", "← backward", "step"}
-        assert (words["forward →"].kind, words["← backward"].kind) == ("forward", "backward")
+        assert set(words) == {"start", "blocks, forward →", "← backward, blocks", "reduce", "step"}
+        assert (words["blocks, forward →"].kind, words["← backward, blocks"].kind) == ("forward", "backward")
+        assert words["reduce"].kind == "reduction"
         assert words["step"].name == "optimizer step"
         assert (
             ax.get_title(loc="right")

@@ -133,7 +133,8 @@ class Panel:
     def labels(self) -> tuple[str, ...]:
         """The x axis's words, one per phase: every phase of a short step; else the start, the optimizer
         step, every BLOCK_TICKS-th block's number in both passes (but not the two beside the turn between
-        them, where the loss's column goes), and "forward" and "backward" under the middle of their runs."""
+        them, where the loss's column goes), the passes' names under the middle of their runs, and "reduce"
+        under the gradient reduction (a line down, clear of "step")."""
         phases = self.timeline.phases
         if not self.long:
             return tuple(short_name(p.name) for p in phases)
@@ -141,13 +142,15 @@ class Panel:
         kinds = [p.kind for p in phases]
         for turn in (len(kinds) - 1 - kinds[::-1].index("forward"), kinds.index("backward")):
             shown[turn] = ""  # the blocks either side of the turn between the passes, where the loss goes
-        for way, words in (("forward", "forward →"), ("backward", "← backward")):
+        for way, words in (("forward", "blocks, forward →"), ("backward", "← backward, blocks")):
             run = [i for i, p in enumerate(phases) if p.kind == way]
             middle = run[len(run) // 2]
             shown[middle] = "\n".join(filter(None, (shown[middle], words)))
         for i, phase in enumerate(phases):
             if phase.name in ("start of step", "optimizer step"):
                 shown[i] = short_name(phase.name)
+            elif phase.kind == "reduction":
+                shown[i] = "\nreduce"
         return tuple(shown)
 
 

@@ -224,7 +224,7 @@ def picks_table(picks, losses: dict | None = None) -> Table:
         sums = [round(float(v / units.GB), 2) for v in (p.needs, peak)]
         rows.append(
             (
-                f"{p.card}, {p.headroom}",
+                f"{p.step.model.params / 10**9:.1f} B on {p.card}, {p.headroom}",
                 p.advice.stage.label,
                 *sums,
                 round(100 * float(p.adds_at(peak))),
@@ -232,7 +232,7 @@ def picks_table(picks, losses: dict | None = None) -> Table:
             )
         )
     step = "step peak, GB" if losses is None else "step peak (loss counted), GB"
-    head = ("card, headroom", "pick", "lesson 4's sum, GB", step, "step adds, % of card", "peak at")
+    head = ("GPT on card, headroom", "pick", "lesson 4's sum, GB", step, "step adds, % of card", "peak at")
     return text_table(head, rows)
 
 
