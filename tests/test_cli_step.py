@@ -212,6 +212,10 @@ def test_gib_is_named_gib(cli):
         ("--params 10 --layers 20", "--layers must be a whole number from 1 to 10, got 20"),
         ("--json --unit GiB", "--unit shapes the text; --json gives every phase in exact bytes"),
         ("--json --all-phases", "--all-phases shapes the text"),
+        (
+            "--params 7B --loss-copies 3",
+            "--loss-copies describes a transformer; it does not combine with --params",
+        ),
     ],
 )
 def test_a_flag_that_does_not_apply_or_is_out_of_range_is_one_line(cli, args, words):
@@ -234,12 +238,56 @@ def test_a_flag_that_does_not_apply_or_is_out_of_range_is_one_line(cli, args, wo
         ("--gpus 8 --framework jax", "argument --framework: invalid choice: 'jax'"),
         ("--gpus 8 --attention fused", "argument --attention: invalid choice: 'fused'"),
         ("--stage 3", "the following arguments are required: --gpus"),
+        ("--gpus 8 --loss-copies 0", "argument --loss-copies: must be a whole number from 1 to 1,000, got 0"),
+        (
+            "--gpus 8 --loss-copies 2.5",
+            "argument --loss-copies: must be a whole number from 1 to 1,000, got '2.5'",
+        ),
     ],
 )
 def test_unreadable_values_are_named_with_their_range(cli, args, words):
     out = cli(*args.split())
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and words in out.stderr
+
+
+#: A cross-entropy's 3 fp32 copies of the 7.5 B GPT's logits, one sequence of 2,048 tokens over 50,257 words.
+LOSS = 3 * 2_048 * 50_257 * 4
+
+
+def test_the_loss_counted_after_the_forward_pass(cli):
+    """--loss-copies adds the loss to the last forward phase, as lesson 11 does, and keeps the larger peak."""
+    line = timeline(ARTICLE, DeepSpeed(stage=2), 8)
+    out = cli("--gpus", "8", "--stage", "2", "--loss-copies", "3").stdout.splitlines()
+    held = line.phase("forward block 32").total + LOSS
+    assert held > line.peak.total  # without checkpointing the loss tops stage 2's peak
+    assert round(float(held) / 10**9, 3) == 58.634  # lesson 11's stage-2 peak with the loss
+    assert (
+        out[-2]
+        == "the loss: 3 fp32 copies of the logits, held after forward block 32: 57.399 + 1.235 = 58.634 GB"
+    )
+    assert out[-1] == "peak, loss counted: the loss, 58.634 GB per rank"
+    kept = cli("--gpus", "8", "--stage", "2", "--loss-copies", "3", "--checkpointing").stdout.splitlines()
+    peak = timeline(ARTICLE, DeepSpeed(stage=2), 8, checkpointing=True).peak
+    assert round(float(peak.total) / 10**9, 3) == 33.721 and peak.name == "optimizer step"
+    assert kept[-1] == "peak, loss counted: still optimizer step, 33.721 GB per rank"
+
+
+def test_the_loss_in_json(cli):
+    line = timeline(ARTICLE, DeepSpeed(stage=3), 8)
+    out = json.loads(cli("--gpus", "8", "--stage", "3", "--loss-copies", "3", "--json").stdout)
+    assert out.pop("loss") == {
+        "copies": 3,
+        "bytes": LOSS,
+        "after_phase": "forward block 32",
+        "peak_phase": "the loss",
+        "peak_total_bytes": line.phase("forward block 32").total + LOSS,
+    }
+    assert out == line.to_dict()  # the rest is the timeline as it is
+    one = json.loads(cli("--gpus", "8", "--stage", "2", "--loss-copies", "1", "--json").stdout)["loss"]
+    stage2 = timeline(ARTICLE, DeepSpeed(stage=2), 8).peak
+    assert one["bytes"] == LOSS // 3 and one["peak_phase"] == "backward block 32"  # one copy tops nothing
+    assert one["peak_total_bytes"] == stage2.total
 
 
 def peak_of(cli, *args: str) -> Fraction:

@@ -43,17 +43,17 @@ def test_the_table_shows_each_pick_as_computed():
     assert table.head[0] == "GPT on card, headroom" and len(table.body) == len(PICKS)
     for p, row in zip(PICKS, table.body, strict=True):
         assert row[:2] == (
-            f"{p.step.model.params / 10**9:.1f} B on {p.card}, {p.headroom}",
+            f"{p.step.model.params / 10**9:.1f} B on {p.card}, headroom {p.headroom}",
             p.advice.stage.label,
         )
         assert [float(v) for v in row[2:4]] == [round(float(b / GB), 2) for b in (p.needs, p.peak.total)]
         assert int(row[4]) == round(100 * float(p.adds)) and row[5] == p.peak.name
     assert table.body[3][4] == "16"  # ZeRO-3 on 32 GB: the step adds 16% of the card
     assert [row[0] for row in table.body] == [
-        "1.3 B on 24GB, 0",
-        "1.3 B on 24GB, 10%",
-        "7.5 B on 32GB, 0",
-        "7.5 B on 32GB, 10%",
+        "1.3 B on 24GB, headroom 0",
+        "1.3 B on 24GB, headroom 10%",
+        "7.5 B on 32GB, headroom 0",
+        "7.5 B on 32GB, headroom 10%",
     ]
     assert isinstance(PICKS[0].adds, Fraction)
 

@@ -23,6 +23,9 @@ EXAMPLES = """examples:
   zero-lessons step --gpus 8 --framework ddp --bucket-cap-mb 100
                                                 DDP's bucket size moves timing, not the peak
   zero-lessons step --gpus 4 --model gpt2-xl --micro-batch 4 --stage 2 --all-phases
+  zero-lessons step --gpus 8 --stage 2 --loss-copies 3
+                                                with a cross-entropy's 3 fp32 copies of the logits
+                                                counted after the forward pass, as lesson 11 does
   zero-lessons step --params 7B --layers 32 --layer-activations 1GB --gpus 8 --stage 3 --json
 
 Models: 7.5b (default; 32 blocks × 4,352, sequence 2,048, one sequence per GPU), 7b, gpt2-xl; the
@@ -34,7 +37,9 @@ blocks, temporaries inside an op or a collective, CUDA context (see `planning.st
 #: The transformer's shape flags: each changes one field of the chosen --model.
 SHAPE = ("layers", "hidden", "heads", "seq_len", "micro_batch", "vocab")
 #: Flags that describe a transformer, and so do not combine with --params.
-TRANSFORMER_ONLY = ("model", "hidden", "heads", "seq_len", "micro_batch", "vocab", "attention")
+TRANSFORMER_ONLY = ("model", "hidden", "heads", "seq_len", "micro_batch", "vocab", "attention", "loss_copies")
+#: The most fp32 copies of the logits --loss-copies takes.
+MAX_LOSS_COPIES = 1_000
 #: Flags that describe a --params model only.
 PLAIN_ONLY = ("layer_activations", "layer_input")
 
@@ -112,6 +117,7 @@ def add(parser) -> None:
 
 def add_model(group) -> None:
     """The model flags: a named transformer and its shape, or a plain model from --params."""
+    from .. import units
     from ..planning.activations import ATTENTION
     from ..planning.step_choices import MODEL_ABOUT, MODELS
 
@@ -124,6 +130,15 @@ def add_model(group) -> None:
         "--attention",
         choices=list(ATTENTION),
         help="unfused (default) saves each layer's s × s attention scores; flash (FlashAttention) saves none",
+    )
+    group.add_argument(
+        "--loss-copies",
+        type=reader(
+            lambda text: units.parse_whole(text, field="loss_copies", high=MAX_LOSS_COPIES), "loss_copies"
+        ),
+        metavar="N",
+        help="count the loss: N fp32 copies of the logits (s·b·V × 4 B each; 3 for PyTorch's "
+        "cross-entropy) on top of the last forward phase, as lesson 11 does (default: left out)",
     )
     group.add_argument(
         "--params", type=field_reader("params"), help="instead of a transformer: Ψ in --layers equal layers"
@@ -196,7 +211,6 @@ def given(args, names) -> list[str]:
 def model_of(args):
     """The step's model: a named transformer with its shape flags, or a plain one from --params."""
     from ..planning import step
-    from ..planning.step_choices import MODELS, renamed
 
     if args.params is not None:
         if given(args, TRANSFORMER_ONLY):
@@ -206,13 +220,20 @@ def model_of(args):
         return plain_model(args.params, layers, args.layer_activations or 0, args.layer_input or 0)
     if given(args, PLAIN_ONLY):
         raise ValueError(f"{flag(given(args, PLAIN_ONLY)[0])} describes a --params model; add --params")
+    return step.transformer_model(shape_of(args), attention=args.attention or "unfused")
+
+
+def shape_of(args):
+    """The transformer's shape: the named --model with its shape flags typed."""
+    from ..planning.step_choices import MODELS, renamed
+
     base = MODELS[args.model or "7.5b"]
     fields = {n: getattr(base, n) for n in SHAPE} | {n: getattr(args, n) for n in given(args, SHAPE)}
     try:
         shape = type(base)(**fields)
     except (ValueError, TypeError) as err:
         raise type(err)(renamed(str(err), list(SHAPE), flag)) from None
-    return step.transformer_model(shape, attention=args.attention or "unfused")
+    return shape
 
 
 def plain_model(params: int, layers: int, saved: int, kept: int):
@@ -248,6 +269,22 @@ def main(args) -> int:
     model, framework = model_of(args), framework_of(args)
     recipe = chosen_recipe(args, args.sub)
     line = step.timeline(model, framework, args.gpus, recipe, checkpointing=args.checkpointing)
-    return emit(
-        line.to_dict() if args.json else timeline_text(line, args.unit or "GB", every=args.all_phases)
-    )
+    copies = args.loss_copies
+    loss = None if copies is None else (copies, copies * shape_of(args).logits_bytes)
+    if args.json:
+        return emit(line.to_dict() | ({} if loss is None else {"loss": loss_dict(line, *loss)}))
+    return emit(timeline_text(line, args.unit or "GB", every=args.all_phases, loss=loss))
+
+
+def loss_dict(line, copies: int, loss: int) -> dict:
+    """The loss counted after the forward pass, as JSON: its copies and bytes, and the peak it leaves."""
+    from .. import units
+
+    on_top = line.loss_is_peak(loss)
+    return {
+        "copies": copies,
+        "bytes": loss,
+        "after_phase": line.after_forward.name,
+        "peak_phase": "the loss" if on_top else line.peak.name,
+        "peak_total_bytes": units.json_number(line.peak_with_loss(loss)),
+    }

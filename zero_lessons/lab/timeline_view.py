@@ -108,9 +108,8 @@ def at_size(shape: Transformer, copies: int | Fraction) -> dict[str, int]:
         raise ValueError(
             f"copies must be a whole or half number from 1/2 to 1,000, got {checks.shown(copies)}"
         )
-    tokens = shape.seq_len * shape.micro_batch
-    output = 2 * tokens * shape.hidden
-    loss = int(copies * tokens * shape.vocab * 4)
+    output = 2 * shape.seq_len * shape.micro_batch * shape.hidden
+    loss = int(copies * shape.logits_bytes)
     return {"loss": loss, "layer output": output, "activation gradients": 2 * output}
 
 

@@ -40,6 +40,11 @@ class Transformer:
         13·h per block, left out; `step_model.transformer_model` counts them)."""
         return 12 * self.layers * self.hidden**2 + self.vocab * self.hidden
 
+    @property
+    def logits_bytes(self) -> int:
+        """One fp32 copy of the logits, the head's output: s·b·V × 4 bytes (a loss holds a few)."""
+        return 4 * self.seq_len * self.micro_batch * self.vocab
+
 
 #: How attention runs: "unfused" stores each head's s × s matrices; "flash" (FlashAttention) computes them
 #: in tiles in on-chip memory and never stores them, in the forward pass or the backward.

@@ -224,7 +224,7 @@ def picks_table(picks, losses: dict | None = None) -> Table:
         sums = [round(float(v / units.GB), 2) for v in (p.needs, peak)]
         rows.append(
             (
-                f"{p.step.model.params / 10**9:.1f} B on {p.card}, {p.headroom}",
+                f"{p.step.model.params / 10**9:.1f} B on {p.card}, headroom {p.headroom}",
                 p.advice.stage.label,
                 *sums,
                 round(100 * float(p.adds_at(peak))),

@@ -27,8 +27,10 @@ HEADINGS = {
 MIN_FOLDED = 3
 
 
-def timeline_text(line: Timeline, unit: str = "GB", *, every: bool = False) -> str:
-    """The timeline as text: a heading, the phases (even runs folded unless `every`), the peak's parts."""
+def timeline_text(line: Timeline, unit: str = "GB", *, every: bool = False, loss: tuple | None = None) -> str:
+    """The timeline as text: a heading, the phases (even runs folded unless `every`), the peak's parts; with
+    `loss`, (fp32 copies of the logits, their bytes), the loss counted after the forward pass and the peak it
+    leaves."""
     checks.instance("line", line, Timeline, "a planning.step Timeline")
     unit, every = units.unit_name(unit), checks.flag("every", every)
     show = lambda b: fixed(units.in_unit(b, unit))  # noqa: E731
@@ -41,7 +43,21 @@ def timeline_text(line: Timeline, unit: str = "GB", *, every: bool = False) -> s
         f"the paper's table ({paper_stage(line.framework).label}): {show(paper)} {unit}",
         "",
     ]
-    return "\n".join([*head, phase_table(line, show, every), "", *peak_lines(line, show, unit, paper)])
+    tail = [] if loss is None else ["", *loss_lines(line, *loss, show, unit)]
+    return "\n".join([*head, phase_table(line, show, every), "", *peak_lines(line, show, unit, paper), *tail])
+
+
+def loss_lines(line: Timeline, copies: int, loss: int, show, unit: str) -> list[str]:
+    """The loss, held beside all that the last forward phase holds, and the step's peak once it is counted."""
+    end = line.after_forward
+    held = end.total + checks.byte_count("loss", loss)
+    counted = f"{show(end.total)} + {show(loss)} = {show(held)} {unit}"
+    verdict = (
+        f"peak, loss counted: the loss, {show(held)} {unit} per rank"
+        if line.loss_is_peak(loss)
+        else f"peak, loss counted: still {line.peak.name}, {show(line.peak.total)} {unit} per rank"
+    )
+    return [f"the loss: {copies:,} fp32 copies of the logits, held after {end.name}: {counted}", verdict]
 
 
 def fixed(value) -> str:
