@@ -51,6 +51,9 @@ class Phase:
     why: str  #: why it hides or waits
     estimated: bool = False  #: True when `seconds` is an estimate, not a count
     floor: Fraction | None = None  #: the least an estimated phase can take, when known
+    #: when it runs: "compute" (the passes), a PCIe trip "forward" or "backward" (during that pass) or
+    #: "after" (after the CPU's step), or "cpu" (the CPU's Adam step); `present.offload_timeline` draws it
+    during: str = "compute"
 
 
 @dataclass(frozen=True)
@@ -124,13 +127,15 @@ def _cpu_adam(params: int, gpus: int, gpus_per_node: int, cpu_step, host_bandwid
     rate = None if host_bandwidth is None else units.as_rate("host_bandwidth", host_bandwidth)
     if cpu_step is not None:
         seconds = checks.amount("cpu_step", cpu_step, positive=True, high=(MAX_CPU_STEP, "86,400 s (a day)"))
-        return Phase("the CPU's Adam step", None, seconds, seconds, why)
+        return Phase("the CPU's Adam step", None, seconds, seconds, why, during="cpu")
     per_node = memory.ceil_div(params * min(checks.gpus_per_node(gpus_per_node), gpus), gpus)
     if rate is not None:  # the floor, where issue 6834's report is probably too slow
         floor = cpu_adam_floor(per_node, rate)
-        return Phase("the CPU's Adam step", None, floor, floor, why, estimated=True, floor=floor)
+        return Phase(
+            "the CPU's Adam step", None, floor, floor, why, estimated=True, floor=floor, during="cpu"
+        )
     guess = cpu_adam_seconds(per_node)
-    return Phase("the CPU's Adam step", None, guess, guess, why, estimated=True)
+    return Phase("the CPU's Adam step", None, guess, guess, why, estimated=True, during="cpu")
 
 
 def _down(stage: Stage) -> tuple[str, int]:
@@ -155,7 +160,8 @@ def _hidden(name: str, pcie: int, seconds: Fraction, window: Fraction, where: st
     """A PCIe trip that runs during `where` (`window` seconds of compute): only what outlasts it adds."""
     outlasts = max(seconds - window, Fraction(0))
     hides = f"partly: it outlasts {where}" if outlasts else f"yes: during {where}"
-    return Phase(name, pcie, seconds, outlasts, hides)
+    during = "forward" if where == "the forward pass" else "backward"
+    return Phase(name, pcie, seconds, outlasts, hides, during=during)
 
 
 def step(
@@ -188,7 +194,12 @@ def step(
     what, down_bytes = _down(stage)
     back = offload.DEEPSPEED_BACK * elements / rate
     after = Phase(
-        "weights back (16-bit)", offload.DEEPSPEED_BACK, back, back, "no: it comes after the CPU's step"
+        "weights back (16-bit)",
+        offload.DEEPSPEED_BACK,
+        back,
+        back,
+        "no: it comes after the CPU's step",
+        during="after",
     )
     trip = _hidden(what, down_bytes, down_bytes * elements / rate, *_window(stage, compute, gpus))
     return Step((first, trip, adam, after))

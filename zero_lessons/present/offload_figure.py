@@ -110,7 +110,7 @@ def plot_placements(gpus: int = 8) -> Figure:
     ax.set_ylim(-0.1, ROW_HEIGHT * len(rows) - 0.05)
     ax.axis("off")
     title = "Where each offload keeps the state, and what crosses each link per step, by DeepSpeed's code"
-    unit = f"B: bytes per shard element, one of the Ψ/{gpus} parameters each GPU owns"
+    unit = f"B: bytes per shard element, one of the Ψ/{gpus} parameters each GPU owns; ↓ GPU to host, ↑ back"
     fig.suptitle(f"{title}\n{unit}", fontsize=8.5, y=0.995)
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     plt.close(fig)

@@ -1,0 +1,76 @@
+"""`present.offload_timeline`: each phase of an offloaded step placed in time, from `planning.offload_step`,
+so that the drawing ends where the step's sum does and shows which trips hide and which the step waits for."""
+
+from fractions import Fraction
+
+import pytest
+
+from zero_lessons.planning import offload_step
+from zero_lessons.present.offload_timeline import LANES, plot_offload_steps, spans
+
+PSI = 7_500_000_000  # lesson 07's model on 8 GPUs, 4,096 tokens per GPU at 150 TFLOP/s, PCIe at 25 GB/s
+RATES = (PSI, 8, 4096, 150 * 10**12, "25 GB/s")
+
+
+def step(**kw):
+    return offload_step.step(*RATES, **kw)
+
+
+STEPS = {
+    "ZeRO-2": step(stage=2, host_bandwidth="200 GB/s"),
+    "ZeRO-3": step(stage=3, host_bandwidth="200 GB/s"),
+    "ZeRO-3, parameters": step(stage=3, parameters=True, host_bandwidth="200 GB/s"),
+    "ZeRO-2, measured CPU step": step(stage=2, cpu_step=3),
+    "ZeRO-2, guessed CPU step": step(stage=2),
+}
+
+
+@pytest.mark.parametrize("name", STEPS)
+def test_the_drawing_ends_where_the_step_does(name):
+    drawn = spans(STEPS[name])
+    assert max(s.end for s in drawn) == STEPS[name].total
+    assert all(s.lane in LANES and s.start < s.end for s in drawn)
+    (cpu,) = [s for s in drawn if s.lane == "CPU"]
+    trips_before = [s for s in drawn if s.lane == "PCIe" and s.start < cpu.start]
+    assert cpu.start == max(s.end for s in [*trips_before, *(s for s in drawn if s.lane == "GPU")])
+
+
+def test_stage_2_waits_for_the_first_layers_gradients():
+    """Lesson 07's table: the trip starts as the backward pass's last 1/8 does and ends 0.0476 s after it."""
+    compute = Fraction("1.2288")
+    gpu, (down, back), cpu = ([s for s in spans(STEPS["ZeRO-2"]) if s.lane == lane] for lane in LANES)
+    assert gpu[1].end == compute and gpu[0].end == compute / 3
+    assert (down.start, down.end) == (compute - compute * 2 / 3 / 8, compute + Fraction("0.0476"))
+    assert not down.spread and down.label == "gradients down: 4 B, 0.15 s"
+    assert cpu[0].start == down.end and cpu[0].label == "the CPU's Adam step, at least 1.05 s"
+    assert (back.start, back.label) == (cpu[0].end, "weights back: 2 B, 0.075 s")
+
+
+def test_hidden_trips_spread_over_their_pass():
+    compute = Fraction("1.2288")
+    trips = [s for s in spans(STEPS["ZeRO-3, parameters"]) if s.lane == "PCIe"]
+    assert [(s.start, s.end, s.spread) for s in trips] == [
+        (0, compute / 3, True),
+        (compute / 3, compute, True),
+    ]  # weights up in the forward pass; the backward pass's 10 B
+    assert [s.label for s in trips] == ["2 B, 0.075 s", "10 B, 0.375 s"]
+    (three,) = [s for s in spans(STEPS["ZeRO-3"]) if s.lane == "PCIe" and s.spread]
+    assert (three.start, three.end, three.label) == (compute / 3, compute, "8 B, 0.3 s")
+
+
+def test_the_cpu_step_says_what_it_is():
+    labels = {name: next(s.label for s in spans(st) if s.lane == "CPU") for name, st in STEPS.items()}
+    assert labels["ZeRO-2, measured CPU step"] == "the CPU's Adam step, 3 s"
+    assert labels["ZeRO-2, guessed CPU step"] == "the CPU's Adam step, about 4.167 s (a guess)"
+
+
+def test_the_figure_has_a_panel_per_step_and_marks_its_end():
+    fig = plot_offload_steps({k: STEPS[k] for k in ("ZeRO-2", "ZeRO-3")}, "title")
+    assert len(fig.axes) == 2
+    for ax, name in zip(fig.axes, ("ZeRO-2", "ZeRO-3"), strict=True):
+        ends = [line.get_xdata()[0] for line in ax.get_lines()]
+        assert ends == [float(STEPS[name].total)] and ax.get_title(loc="left") == name
+    with pytest.raises(TypeError, match="steps must be a non-empty dict of name -> Step"):
+        plot_offload_steps({})
+    with pytest.raises(TypeError, match="step must be"):
+        spans("ZeRO-2")

@@ -1,0 +1,116 @@
+"""One offloaded step drawn against time: the GPU's passes, the PCIe trips and the CPU's Adam step, one lane
+each, from `planning.offload_step.step`. A trip that hides is drawn faint across the pass it spreads over; one
+that outlasts its pass is drawn solid where it runs, ending where the step waits for it. The CPU's step starts
+once every gradient is down, and a trip after it starts when it ends, so the last bar ends at `Step.total`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .. import checks, units
+from ..planning.offload_step import BACKWARD_SHARE, Step
+
+#: The lanes, top to bottom, and the colour of what runs in each.
+LANES = ("GPU", "PCIe", "CPU")
+COLOURS = {"forward": "#9ecae1", "backward": "#3182bd", "trip": "#e6842a", "cpu": "#8c564b"}
+
+
+@dataclass(frozen=True)
+class Span:
+    """What one lane does from `start` to `end` seconds into the step."""
+
+    lane: str  #: one of LANES
+    start: Fraction
+    end: Fraction
+    label: str  #: what runs, with its seconds
+    colour: str  #: a key of COLOURS
+    spread: bool = False  #: True for copies spread over a pass, hidden behind its compute
+
+
+def spans(step: Step) -> tuple[Span, ...]:
+    """Where each phase of `step` runs in time (see the module's docstring)."""
+    checks.instance("step", step, Step, "planning.offload_step.step(...)")
+    compute = step.phases[0].seconds
+    forward = (1 - BACKWARD_SHARE) * compute
+    out = [
+        Span("GPU", Fraction(0), forward, f"forward, {_s(forward)}", "forward"),
+        Span("GPU", forward, compute, f"backward, {_s(compute - forward)}", "backward"),
+    ]
+    passes = {"forward": (Fraction(0), forward), "backward": (forward, compute)}
+    cursor = compute
+    for phase in step.phases[1:]:
+        seconds = phase.seconds
+        if phase.during in passes:
+            start, end = passes[phase.during]
+            if phase.adds:  # it outlasts the pass: it runs last, and the step waits for it
+                out.append(Span("PCIe", end + phase.adds - seconds, end + phase.adds, _trip(phase), "trip"))
+            else:
+                out.append(Span("PCIe", start, end, f"{phase.pcie} B, {_s(seconds)}", "trip", True))
+            cursor = max(cursor, end + phase.adds)
+        elif phase.during == "cpu":
+            shown = f"at least {_s(seconds)}" if phase.floor is not None else _s(seconds)
+            shown = f"about {_s(seconds)} (a guess)" if phase.estimated and phase.floor is None else shown
+            out.append(Span("CPU", cursor, cursor + seconds, f"the CPU's Adam step, {shown}", "cpu"))
+            cursor += seconds
+        else:  # after the CPU's step
+            out.append(Span("PCIe", cursor, cursor + seconds, _trip(phase), "trip"))
+            cursor += seconds
+    return tuple(out)
+
+
+def _s(seconds: Fraction) -> str:
+    return f"{units.format_number(seconds, 3)} s"
+
+
+def _trip(phase) -> str:
+    """A trip's label: what crosses ("weights back (16-bit)" -> "weights back"), its bytes per shard element,
+    its seconds."""
+    return f"{phase.name.split(' (')[0]}: {phase.pcie} B, {_s(phase.seconds)}"
+
+
+def plot_offload_steps(steps: dict, title: str = "") -> Figure:
+    """One panel per named `Step`, on one time axis: the lanes of `spans`, and the step's end marked."""
+    if not isinstance(steps, dict) or not steps:
+        raise TypeError(f"steps must be a non-empty dict of name -> Step, got {checks.shown(steps)}")
+    drawn = {name: spans(step) for name, step in steps.items()}
+    end = max(float(step.total) for step in steps.values())
+    fig, axes = plt.subplots(
+        len(steps), 1, figsize=(7.84, 1.55 * len(steps) + 0.4), sharex=True, squeeze=False
+    )
+    for ax, (name, step) in zip(axes[:, 0], steps.items(), strict=True):
+        for span in drawn[name]:
+            y = len(LANES) - 1 - LANES.index(span.lane)
+            width = float(span.end - span.start)
+            ax.barh(y, width, left=float(span.start), height=0.62, color=COLOURS[span.colour],
+                    alpha=0.35 if span.spread else 1, hatch="//" if span.spread else None,
+                    edgecolor="#555", lw=0.5)  # fmt: skip
+            inside = span.lane != "PCIe" or span.spread  # a solid trip is short: its label goes beside it
+            x = float(span.start) + (width / 2 if inside else width + 0.01 * end)
+            dark = span.colour in ("backward", "cpu") and not span.spread
+            ax.text(x, y, span.label, fontsize=6.5, va="center", ha="center" if inside else "left",
+                    color="white" if dark else "black")  # fmt: skip
+        total = float(step.total)
+        ax.axvline(total, color="crimson", ls="--", lw=0.9)
+        ax.text(total, len(LANES) - 0.45, f" step ends: {_s(step.total)}", fontsize=7, color="crimson")
+        ax.set_yticks(range(len(LANES)), LANES[::-1], fontsize=7.5)
+        ax.set_ylim(-0.5, len(LANES) - 0.2)
+        ax.set_title(name, fontsize=8.5, loc="left", pad=2)
+        ax.spines[["top", "right"]].set_visible(False)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[-1, 0].set_xlim(0, end * 1.22)
+    faint = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
+    waits = Patch(color=COLOURS["trip"], label="PCIe copies the step waits for")
+    hidden = Patch(facecolor=COLOURS["trip"], label="PCIe copies spread over a pass, hidden by it", **faint)
+    fig.legend(handles=[waits, hidden], loc="upper center", bbox_to_anchor=(0.5, 0.955), ncol=2, fontsize=7,
+               frameon=False)  # fmt: skip
+    axes[-1, 0].set_xlabel("seconds into the step", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    plt.close(fig)
+    return fig
