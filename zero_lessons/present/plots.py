@@ -168,7 +168,7 @@ def _mark_gpus(ax, setup: Setup, unit: str) -> None:
 def draw(chart: figures.Chart) -> Figure:
     """`chart` with matplotlib: stacked bars and their labels, or log-log lines; the limit dashed."""
     checks.instance("chart", chart, figures.Chart, "a figures.Chart")
-    fig, ax = plt.subplots(figsize=(7, 3.6) if chart.kind == "bars" else (7, 4))
+    fig, ax = plt.subplots(figsize=(8.4, 3.6) if chart.kind == "bars" else (7, 4))
     if chart.kind == "bars":
         _bars(ax, chart)
     else:
@@ -192,7 +192,10 @@ def draw(chart: figures.Chart) -> Figure:
     if chart.marker is not None:
         ax.axvline(chart.marker, color="#999", ls=":")
     ax.set(xlabel=_plain(chart.xlabel), ylabel=_plain(chart.ylabel), title=_plain(chart.title))
-    ax.legend(frameon=False, fontsize=8)
+    beside = (
+        {"loc": "upper left", "bbox_to_anchor": (1.01, 1)} if chart.kind == "bars" else {}
+    )  # clear of bars
+    ax.legend(frameon=False, fontsize=8, **beside)
     ax.spines[["top", "right"]].set_visible(False)
     return _done(fig)
 
