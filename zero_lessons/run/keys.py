@@ -54,7 +54,7 @@ KEYS: tuple[Key, ...] = (
     Key("zero_optimization.overlap_comm", None, True, "memory", "reduce each bucket beside the backward "
         "pass's compute, not blocking it; at stages 1-2 a second bucket", "overlap_comm"),
     Key("zero_optimization.contiguous_gradients", KNOBS.contiguous_gradients, False, "memory", "copy each "
-        "gradient at once into a preallocated bucket; off, gradients wait uncopied for a bucket's worth",
+        "gradient into one preallocated bucket (no fragments); off, gradients wait for a bucket's worth",
         "contiguous_gradients"),
     Key("zero_optimization.reduce_bucket_size", KNOBS.reduce_bucket_size, 50_000_000, "memory and traffic",
         "elements reduced per call: a smaller bucket is reduced sooner", "reduce_bucket_size"),
@@ -66,15 +66,15 @@ KEYS: tuple[Key, ...] = (
     Key("zero_optimization.offload_optimizer.pin_memory", False, True, "host memory", "page-locked host "
         "buffers: faster copies, never swapped out"),
     Key("zero_optimization.stage3_prefetch_bucket_size", KNOBS.prefetch_bucket_size, 0, "memory", "stage 3: "
-        "elements fetched ahead of use", "prefetch_bucket_size", 3),
+        "elements fetched ahead, so gathers overlap compute; 0: each waits", "prefetch_bucket_size", 3),
     Key("zero_optimization.stage3_max_live_parameters", KNOBS.max_live_parameters, 100_000_000, "memory",
-        "stage 3: gathered elements at which prefetching stops", "max_live_parameters", 3),
+        "stage 3: gathered elements at which prefetch stops; lower, less overlap", "max_live_parameters", 3),
     Key("zero_optimization.stage3_max_reuse_distance", KNOBS.max_reuse_distance, 0, "memory and traffic",
-        "stage 3: keep a gathered weight if it is used again within this many elements",
+        "stage 3: keep a gathered weight if it is used again within this many elements; 0: gather again",
         "max_reuse_distance", 3),
     Key("zero_optimization.stage3_param_persistence_threshold", KNOBS.param_persistence_threshold,
         20_000_000, "memory and traffic", "stage 3: tensors up to this many elements stay whole on every "
-        "GPU", "param_persistence_threshold", 3),
+        "GPU, in no gather", "param_persistence_threshold", 3),
     Key("zero_optimization.sub_group_size", KNOBS.sub_group_size, 100_000_000, "memory", "stage 3: "
         "elements the optimizer steps at a time", "sub_group_size", 3),
 )  # fmt: skip
