@@ -38,10 +38,11 @@ def test_the_drawing_ends_where_the_step_does(name):
 def test_stage_2_waits_for_the_first_layers_gradients():
     """Lesson 07's table: the trip starts as the backward pass's last 1/8 does and ends 0.0476 s after it."""
     compute = Fraction("1.2288")
-    gpu, (down, back), cpu = ([s for s in spans(STEPS["ZeRO-2"]) if s.lane == lane] for lane in LANES)
+    gpu, (hidden, down, back), cpu = ([s for s in spans(STEPS["ZeRO-2"]) if s.lane == lane] for lane in LANES)
     assert gpu[1].end == compute and gpu[0].end == compute / 3
-    assert (down.start, down.end) == (compute - compute * 2 / 3 / 8, compute + Fraction("0.0476"))
-    assert not down.spread and down.label == "gradients down: 4 B, 0.15 s"
+    assert (hidden.start, hidden.end, hidden.spread) == (compute - compute * 2 / 3 / 8, compute, True)
+    assert (down.start, down.end, down.spread) == (compute, compute + Fraction("0.0476"), False)
+    assert down.label == "gradients down: 4 B, 0.15 s; adds 0.048 s"
     assert cpu[0].start == down.end and cpu[0].label == "the CPU's Adam step, at least 1.05 s"
     assert (back.start, back.label) == (cpu[0].end, "weights back: 2 B, 0.075 s")
 

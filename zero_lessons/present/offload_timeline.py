@@ -1,7 +1,8 @@
 """One offloaded step drawn against time: the GPU's passes, the PCIe trips and the CPU's Adam step, one lane
 each, from `planning.offload_step.step`. A trip that hides is drawn faint across the pass it spreads over; one
-that outlasts its pass is drawn solid where it runs, ending where the step waits for it. The CPU's step starts
-once every gradient is down, and a trip after it starts when it ends, so the last bar ends at `Step.total`.
+that outlasts its pass is drawn faint where it runs within the pass, and solid for the time the step waits.
+The CPU's step starts once every gradient is down, and a trip after it starts when it ends, so the last bar
+ends at `Step.total`.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ def spans(step: Step) -> tuple[Span, ...]:
         seconds = phase.seconds
         if phase.during in passes:
             start, end = passes[phase.during]
-            if phase.adds:  # it outlasts the pass: it runs last, and the step waits for it
-                out.append(Span("PCIe", end + phase.adds - seconds, end + phase.adds, _trip(phase), "trip"))
+            if phase.adds:  # it outlasts the pass: hidden until the pass ends, then the step waits for it
+                out.append(Span("PCIe", end + phase.adds - seconds, end, "", "trip", True))
+                out.append(
+                    Span("PCIe", end, end + phase.adds, f"{_trip(phase)}; adds {_s(phase.adds)}", "trip")
+                )
             else:
                 out.append(Span("PCIe", start, end, f"{phase.pcie} B, {_s(seconds)}", "trip", True))
             cursor = max(cursor, end + phase.adds)
