@@ -61,3 +61,14 @@ def test_the_figure_draws_every_choice_place_and_link():
     assert texts.count("in all") == 5  # every box with more than one sized line (the hosts and the drive)
     assert offload.MAX_IN_CPU > 7_500_000_000 // 8  # the drawn NVMe row's weights stay on the host at 7.5 B
     assert "Ψ/8" in fig.texts[0].get_text()
+
+
+def test_the_figure_can_draw_the_host_rows_or_the_drive_row_alone():
+    host, drive = (plot_placements(8, which) for which in ("host", "nvme"))
+    names = [p.name for p in placements(8)]
+    for fig, drawn in ((host, names[:3]), (drive, names[3:])):
+        texts = [t.get_text() for t in fig.axes[0].texts]
+        assert [n for n in names if n in texts] == drawn
+    assert "NVMe drive" not in [t.get_text() for t in host.axes[0].texts]
+    with pytest.raises(ValueError, match="which must be one of"):
+        plot_placements(8, "gpu")

@@ -89,10 +89,14 @@ def _box(ax, x: float, y: float, place: str, rows: tuple[tuple[str, int | None],
         ax.text(x + width - 0.08, line_y, shown, fontsize=7, va="top", ha="right")
 
 
-def plot_placements(gpus: int = 8) -> Figure:
-    """`placements(gpus)` drawn: a row per choice, boxes for the places, arrows labelled with each link's
-    bytes per shard element per step."""
-    rows = placements(gpus)
+#: Which of `placements` a figure draws: all four, the three that use host memory only, or the NVMe drive's.
+WHICH = {"all": slice(None), "host": slice(0, 3), "nvme": slice(3, 4)}
+
+
+def plot_placements(gpus: int = 8, which: str = "all") -> Figure:
+    """`placements(gpus)` drawn, those `which` names (a key of WHICH): a row per choice, boxes for the places,
+    arrows labelled with each link's bytes per shard element per step."""
+    rows = placements(gpus)[WHICH[checks.choice("which", which, tuple(WHICH))]]
     fig, ax = plt.subplots(figsize=(7.84, ROW_HEIGHT * len(rows) + 0.5))
     for r, placement in enumerate(rows):
         y = (len(rows) - 1 - r) * ROW_HEIGHT
