@@ -125,6 +125,28 @@ def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
     assert two_nodes.phases[2].seconds == Fraction(25, 12)  # each node's CPUs update half of Ψ
 
 
+def test_full_recomputation_runs_8_psi_per_token_three_quarters_in_the_backward_pass():
+    """Lesson 07's 70 B case: recomputing every layer makes the compute 8Ψ FLOPs per token (15.292 s), the
+    backward pass 6Ψ of them; the trips still hide, and the CPU's floor (9.8 s) adds on top: 25.09 s."""
+    big = offload_step.step(70 * 10**9, 8, 4096, 150 * 10**12, "25 GB/s", stage=3, host_bandwidth="200 GB/s",
+                            parameters=True, recompute=True)  # fmt: skip
+    compute = big.phases[0].seconds
+    assert compute == Fraction(8 * 70 * 10**9 * 4096, 150 * 10**12) and round(float(compute), 3) == 15.292
+    assert big.backward_share == Fraction(3, 4) and [p.adds for p in big.phases[1:3]] == [0, 0]
+    assert round(float(big.total), 2) == 25.09 and big.phases[3].seconds == Fraction(
+        28 * 70 * 10**9, 200 * 10**9
+    )
+    plain = offload_step.step(PSI, 8, 4096, 150 * 10**12, "25 GB/s", host_bandwidth="200 GB/s")
+    redone = offload_step.step(
+        PSI, 8, 4096, 150 * 10**12, "25 GB/s", host_bandwidth="200 GB/s", recompute=True
+    )
+    assert redone.phases[0].seconds == plain.phases[0].seconds * 8 / 6
+    window = redone.phases[0].seconds * Fraction(3, 4) / 8  # stage 2: the backward pass's last 1/8
+    assert (
+        redone.phases[1].seconds < window and redone.phases[1].adds == 0 < plain.phases[1].adds
+    )  # now it hides
+
+
 @pytest.mark.parametrize(
     "kwargs, words",
     [
@@ -137,6 +159,7 @@ def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
         ({"stage": 5}, "stage must be 0, 1, 2 or 3"),
         ({"parameters": True}, "parameter offload needs stage 3, got ZeRO-2"),
         ({"stage": 3, "parameters": "yes"}, "parameters must be True or False"),
+        ({"recompute": 1}, "recompute must be True or False"),
     ],
 )
 def test_bad_input(kwargs, words):

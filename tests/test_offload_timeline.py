@@ -59,6 +59,16 @@ def test_hidden_trips_spread_over_their_pass():
     assert (three.start, three.end, three.label) == (compute / 3, compute, "8 B, 0.3 s")
 
 
+def test_with_recomputation_the_forward_pass_is_a_quarter_of_the_compute():
+    redone = offload_step.step(*RATES, stage=3, parameters=True, host_bandwidth="200 GB/s", recompute=True)
+    forward, backward = [s for s in spans(redone) if s.lane == "GPU"]
+    assert (
+        forward.end == redone.phases[0].seconds / 4 == backward.start
+        and backward.end == redone.phases[0].seconds
+    )
+    assert max(s.end for s in spans(redone)) == redone.total
+
+
 def test_the_cpu_step_says_what_it_is():
     labels = {name: next(s.label for s in spans(st) if s.lane == "CPU") for name, st in STEPS.items()}
     assert labels["ZeRO-2, measured CPU step"] == "the CPU's Adam step, 3 s"

@@ -186,16 +186,13 @@ def link_time(
     return link_bytes(params, gpus, stage, recipe, parameters=parameters, link=link) / rate
 
 
-def compute_time(params: int, tokens: int, flops_per_second) -> Fraction:
+def compute_time(params: int, tokens: int, flops_per_second, *, recompute: bool = False) -> Fraction:
     """Seconds of GPU compute for one step over `tokens` tokens: about 6·Ψ FLOPs per token (forward and
-    backward)."""
-    rate = checks.amount(
-        "flops_per_second",
-        flops_per_second,
-        positive=True,
-        high=(MAX_FLOPS, "10**21 FLOP/s (a zettaflop per second)"),
-    )
-    return Fraction(6 * checks.params(params) * checks.whole("tokens", tokens, high=MAX_TOKENS)) / rate
+    backward), 8·Ψ with full recomputation (the forward pass runs again in the backward pass)."""
+    high = (MAX_FLOPS, "10**21 FLOP/s (a zettaflop per second)")
+    rate = checks.amount("flops_per_second", flops_per_second, positive=True, high=high)
+    per_token = (8 if checks.flag("recompute", recompute) else 6) * checks.params(params)
+    return Fraction(per_token * checks.whole("tokens", tokens, high=MAX_TOKENS)) / rate
 
 
 def capacity(

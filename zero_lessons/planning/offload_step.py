@@ -26,8 +26,10 @@ from . import offload
 
 #: DeepSpeed issue 6834: seconds of the CPU's Adam step, and parameters each node's CPUs updated (72 B on 4).
 ISSUE_6834 = (10, 72 * 10**9 // 4)
-#: The share of the compute the backward pass takes: 4Ψ of 6Ψ FLOPs per token.
+#: The share of the compute the backward pass takes: 4Ψ of 6Ψ FLOPs per token; with full recomputation it
+#: also reruns the forward pass, 6Ψ of 8Ψ.
 BACKWARD_SHARE = Fraction(2, 3)
+RECOMPUTED_BACKWARD_SHARE = Fraction(3, 4)
 #: How the step table labels the CPU's Adam step when it is scaled from issue 6834, not measured.
 GUESS = "measure it; guessed here from one slow report"
 #: How it labels the CPU's Adam step when only its floor in host memory bandwidth is known.
@@ -61,6 +63,7 @@ class Step:
     """The phases of one step, in order; the step takes the sum of what each adds."""
 
     phases: tuple[Phase, ...]  #: compute, the PCIe trips, the CPU's Adam step, and any trip after it
+    backward_share: Fraction = BACKWARD_SHARE  #: the backward pass's share of the compute
 
     @property
     def total(self) -> Fraction:
@@ -146,11 +149,10 @@ def _down(stage: Stage) -> tuple[str, int]:
     return what, offload.DEEPSPEED_BACKWARD[stage]
 
 
-def _window(stage: Stage, compute: Fraction, gpus: int) -> tuple[Fraction, str]:
+def _window(stage: Stage, backward: Fraction, gpus: int) -> tuple[Fraction, str]:
     """The part of the backward pass in which the last GPU to get its gradients can send them down, and its
     name: all of it at stage 3; at stages 1 and 2, about its last 1/N, where the first layers' gradients
     arrive (the backward pass's time taken as even over the parameters)."""
-    backward = BACKWARD_SHARE * compute
     if stage == Stage.ZERO3 or gpus == 1:
         return backward, "the backward pass"
     return backward / gpus, f"the backward pass's last 1/{gpus}, when the first layers' gradients arrive"
@@ -176,45 +178,48 @@ def step(
     gpus_per_node: int = 8,
     host_bandwidth=None,
     parameters: bool = False,
+    recompute: bool = False,
 ) -> Step:
     """A step at `stage` (1 to 3) with the optimizer offloaded, and with `parameters` the parameters too
     (stage 3 only): compute, DeepSpeed's PCIe trips, and the CPU's Adam step (`cpu_step` seconds if
     measured; else, given the host's memory bandwidth `host_bandwidth`, its floor there; else scaled from
-    issue 6834)."""
+    issue 6834). With `recompute` every layer is recomputed: 8Ψ FLOPs per token, 3/4 of them in the backward
+    pass, which the trips can hide behind."""
     offloaded_too = "optimizer+parameters" if checks.flag("parameters", parameters) else "optimizer"
     stage, _ = offload.rule(stage, offloaded_too)
     rate = units.as_rate("bandwidth", bandwidth)
     elements = memory.shard_elements(params, gpus)
     tokens = checks.whole("tokens_per_gpu", tokens_per_gpu, high=offload.MAX_TOKENS)
-    compute = offload.compute_time(params, tokens, flops_per_second)
+    compute = offload.compute_time(params, tokens, flops_per_second, recompute=recompute)
+    share = RECOMPUTED_BACKWARD_SHARE if recompute else BACKWARD_SHARE  # the backward pass's share
     adam = _cpu_adam(params, gpus, gpus_per_node, cpu_step, host_bandwidth)
     first = Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY)
     if parameters:
-        return Step((first, *_parameter_trips(elements, rate, compute), adam))
+        return Step((first, *_parameter_trips(elements, rate, compute, share), adam), share)
     what, down_bytes = _down(stage)
+    trip = _hidden(what, down_bytes, down_bytes * elements / rate, *_window(stage, share * compute, gpus))
+    return Step((first, trip, adam, _back(elements, rate)), share)
+
+
+def _back(elements: int, rate: Fraction) -> Phase:
+    """The updated 16-bit weights' trip back to the GPU, which waits for the CPU's step."""
     back = offload.DEEPSPEED_BACK * elements / rate
-    after = Phase(
-        "weights back (16-bit)",
-        offload.DEEPSPEED_BACK,
-        back,
-        back,
-        "no: it comes after the CPU's step",
-        during="after",
-    )
-    trip = _hidden(what, down_bytes, down_bytes * elements / rate, *_window(stage, compute, gpus))
-    return Step((first, trip, adam, after))
+    why = "no: it comes after the CPU's step"
+    return Phase("weights back (16-bit)", offload.DEEPSPEED_BACK, back, back, why, during="after")
 
 
-def _parameter_trips(elements: int, rate: Fraction, compute: Fraction) -> tuple[Phase, Phase]:
+def _parameter_trips(
+    elements: int, rate: Fraction, compute: Fraction, share: Fraction
+) -> tuple[Phase, Phase]:
     """With the parameters on the host too (DeepSpeed's code, `counts.PARAMS_PCIE`): each layer's 16-bit
     weight shard comes up for the forward pass, hidden behind it; in the backward pass the gradients' trips
     and, unless the layer is still held, the weights again (the cautious 10 bytes, not 8). The CPU writes the
     updated weights into the host's copy, so nothing comes back after its step."""
-    forward = 1 - BACKWARD_SHARE
+    forward = 1 - share
     up, backward = 2, offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2
     return (
         _hidden("weights up for the forward pass (16-bit)", up, up * elements / rate, forward * compute,
                 "the forward pass"),
         _hidden("gradients down and back (16-bit), down (fp32); weights up again unless still held", backward,
-                backward * elements / rate, BACKWARD_SHARE * compute, "the backward pass"),
+                backward * elements / rate, share * compute, "the backward pass"),
     )  # fmt: skip

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .. import checks, units
-from ..planning.offload_step import BACKWARD_SHARE, Step
+from ..planning.offload_step import Step
 
 #: The lanes, top to bottom, and the colour of what runs in each.
 LANES = ("GPU", "PCIe", "CPU")
@@ -38,7 +38,7 @@ def spans(step: Step) -> tuple[Span, ...]:
     """Where each phase of `step` runs in time (see the module's docstring)."""
     checks.instance("step", step, Step, "planning.offload_step.step(...)")
     compute = step.phases[0].seconds
-    forward = (1 - BACKWARD_SHARE) * compute
+    forward = (1 - step.backward_share) * compute
     out = [
         Span("GPU", Fraction(0), forward, f"forward, {_s(forward)}", "forward"),
         Span("GPU", forward, compute, f"backward, {_s(compute - forward)}", "backward"),
