@@ -51,7 +51,15 @@ def test_the_key_effects_table_shows_each_keys_values_words_and_numbers():
     peaks, others = table.effects("peak").rows, table.effects("other").rows
     assert all(r[3].startswith("peak per GPU at stage ") for r in peaks) and len(peaks) == 10
     assert not any(r[3].startswith("peak per GPU") for r in others)
-    assert sorted(peaks + others) == sorted(effects.rows)
+    assert sorted([r[:4] for r in peaks] + list(others)) == sorted(effects.rows)
+    # the peak rows' last column counts lesson 11's loss: never below the step model's peak, and it changes
+    # what two keys do (contiguous_gradients off lowers nothing; overlap_comm adds 0.92 GB, not 1.00)
+    with_loss = {r[0].split(".")[-1]: r[4] for r in peaks}
+    assert with_loss["contiguous_gradients"] == "58.63 GB → 58.63 GB"
+    assert with_loss["overlap_comm"] == "58.63 GB → 59.55 GB" and peaks[0][3].endswith("58.55 GB → 89.72 GB")
+    for row in peaks:
+        plain, counted = (float(text.split(" GB")[0].split(": ")[-1]) for text in (row[3], row[4]))
+        assert counted >= plain
     with pytest.raises(ValueError, match="measure must be one of"):
         table.effects("time")
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .. import checks, tables, units
+from ..planning import activations
 from ..planning.activations import Transformer
 from ..present.step_figure import Panel
 from . import reuse
@@ -26,11 +27,8 @@ SHOWN = (2, 4)
 #: fp32 copies of the logits the lab's loss holds under DeepSpeed (bf16 ranks): four fp32 and a bf16 one, as
 #: `loss_copies` measures them; lesson 10's run and tests/test_lab_timeline.py check that it still does.
 DEEPSPEED_LOSS_COPIES = Fraction(9, 2)
-#: fp32 copies of the logits PyTorch's cross-entropy holds at its highest, on bf16 logits cast to fp32 (a
-#: GPT's usual loss): log-softmax's saved output, the loss's gradient and log-softmax's gradient. Measured
-#: with the lab's counter on one process (tests/test_lab_timeline.py); lessons 11 and 12 size a GPT's loss
-#: by it.
-CROSS_ENTROPY_COPIES = 3
+#: `planning.activations.CROSS_ENTROPY_COPIES`, re-exported where the lessons have always read it.
+CROSS_ENTROPY_COPIES = activations.CROSS_ENTROPY_COPIES
 
 
 def measure() -> tuple[tuple[Measured, ...], float]:

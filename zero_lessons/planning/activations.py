@@ -46,6 +46,12 @@ class Transformer:
         return 4 * self.seq_len * self.micro_batch * self.vocab
 
 
+#: Fp32 copies of the logits PyTorch's cross-entropy holds at its highest, on bf16 logits cast to fp32 (a
+#: GPT's usual loss): log-softmax's saved output, the loss's gradient and log-softmax's gradient. Measured
+#: with the lab's counter on one process (tests/test_lab_timeline.py); lessons 11 and 12 size a GPT's loss
+#: by it.
+CROSS_ENTROPY_COPIES = 3
+
 #: How attention runs: "unfused" stores each head's s × s matrices; "flash" (FlashAttention) computes them
 #: in tiles in on-chip memory and never stores them, in the forward pass or the backward.
 ATTENTION = ("unfused", "flash")

@@ -10,10 +10,12 @@ from functools import cached_property
 
 from .. import checks, communication, memory, units
 from ..planning import ds_config, offload
+from ..planning.activations import CROSS_ENTROPY_COPIES
 from ..planning.step import DeepSpeed, timeline, transformer_model
 from ..planning.step_choices import MODELS
 from ..recipes import DEEPSPEED_FP32
 from ..stages import Stage
+from .key_table import Table, markdown
 from .precision import largest
 
 #: The example: the package's 7.5 B GPT (32 blocks of 4,352, Ψ = 7,493,452,032), 2,048 tokens, 8 GPUs.
@@ -80,11 +82,13 @@ KEYS: tuple[Key, ...] = (
 )  # fmt: skip
 
 
-def peak(key: Key, value: object) -> Fraction:
-    """Peak bytes per GPU over one step of the example, with `key` at `value`."""
+def peak(key: Key, value: object, loss: bool = False) -> Fraction:
+    """Peak bytes per GPU over one step of the example, with `key` at `value`; with `loss`, a cross-entropy's
+    copies of the logits counted after the forward pass, as lesson 11 counts them."""
     shape = replace(SHAPE, micro_batch=value) if key.path == "train_micro_batch_size_per_gpu" else SHAPE
     knobs = {key.knob: value} if key.knob else {}
-    return timeline(transformer_model(shape), DeepSpeed(stage=key.stage, **knobs), GPUS).peak.total
+    line = timeline(transformer_model(shape), DeepSpeed(stage=key.stage, **knobs), GPUS)
+    return line.peak_with_loss(CROSS_ENTROPY_COPIES * shape.logits_bytes) if loss else line.peak.total
 
 
 def _shown(value: object) -> str:
@@ -107,6 +111,11 @@ def peak_parts(key: Key, value: object) -> dict[str, Fraction]:
     knobs = {key.knob: value} if key.knob else {}
     top = timeline(transformer_model(SHAPE), DeepSpeed(stage=key.stage, **knobs), GPUS).peak
     return {part.kind: Fraction(top.bytes_of(part.kind)) for part in top.parts}
+
+
+def _with_loss(key: Key) -> str:
+    """The key's peak per GPU once lesson 11's loss is counted, at the default → tried."""
+    return f"{_gb(peak(key, key.default, loss=True))} → {_gb(peak(key, key.tried, loss=True))}"
 
 
 def _gb(value) -> str:
@@ -224,37 +233,24 @@ class KeyTable:
 
     def effects(self, measure: str | None = None) -> Table:
         """Each key's default → tried value, what it does, and the package's numbers at the two values; with
-        `measure`, only the keys whose numbers are the peak per GPU ("peak") or the rest ("other")."""
+        `measure`, only the keys whose numbers are the peak per GPU ("peak", with the peak once the loss is
+        counted beside them) or the rest ("other")."""
         keep = MEASURES if measure is None else (checks.choice("measure", measure, MEASURES),)
-        picked = [r for k, r in zip(self.keys, self.rows, strict=True) if k.measure in keep]
+        picked = [(k, r) for k, r in zip(self.keys, self.rows, strict=True) if k.measure in keep]
         head = ("key", "DeepSpeed default → tried", "what it does", "numbers: default → tried")
-        return Table(head, tuple((r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for r in picked))
+        rows = [(r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for _, r in picked]
+        if measure == "peak":
+            head, rows = (
+                (*head, "peak with the loss"),
+                [(*r, _with_loss(k)) for r, (k, _) in zip(rows, picked, strict=True)],
+            )
+        return Table(head, tuple(rows))
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in [list(HEAD), *self.rows])
 
     def _repr_markdown_(self) -> str:
         return markdown([list(HEAD), *self.rows])
-
-
-@dataclass(frozen=True, repr=False)
-class Table:
-    """Some of the key table's columns, shown as a Markdown table."""
-
-    head: tuple[str, ...]  #: the column names
-    rows: tuple[tuple[str, ...], ...]  #: the cells, one tuple per key
-
-    def __repr__(self) -> str:
-        return "\n".join(" | ".join(row) for row in [self.head, *self.rows])
-
-    def _repr_markdown_(self) -> str:
-        return markdown([list(self.head), *map(list, self.rows)])
-
-
-def markdown(lines: list[list[str]]) -> str:
-    """Rows as a Markdown table, the first row its head; a "|" inside a cell is escaped."""
-    lines = [lines[0], ["---"] * len(lines[0]), *lines[1:]]
-    return "\n".join("| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |" for line in lines)
 
 
 @dataclass(frozen=True, repr=False)
