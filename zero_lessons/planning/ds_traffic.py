@@ -149,6 +149,7 @@ class Visit:
     looked: tuple[tuple[int, int], ...]  #: (tensor, step) of every use ahead the prefetcher walked past
     passed: tuple[int, ...]  #: used tensors kept as the prefetcher already walked past their next use
     released: tuple[int, ...]  #: used tensors freed after it runs
+    gathered: int = 0  #: elements gathered as its walk starts, its own on-demand gathers included
 
 
 def stage3_walk(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[Visit]:
@@ -164,7 +165,8 @@ def stage3_walk(modules: Modules, prefetch: int, max_live: int, reuse: int) -> l
             index, at = queue.popleft()
             seen[index] = at
         live.update(missing)
-        room = min(max_live - sum(sizes[i] for i in live), prefetch) if prefetch > 0 else 0
+        gathered = sum(sizes[i] for i in live)
+        room = min(max_live - gathered, prefetch) if prefetch > 0 else 0
         chosen, looked = _prefetch(queue, live, sizes, seen, room) if room > 0 else ([], [])
         live.update(chosen)
         released = _released(order, used, step + 1, seen, sizes, reuse)
@@ -180,6 +182,7 @@ def stage3_walk(modules: Modules, prefetch: int, max_live: int, reuse: int) -> l
                 tuple(looked),
                 passed,
                 tuple(sorted(released)),
+                gathered,
             )
         )
     return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from .. import tables
+from .. import checks, tables
 from ..planning import ds_traffic
 from .lab_figures import RANK_COLOURS
 
@@ -109,30 +109,32 @@ def plot_gathers(modules, settings: dict[str, tuple[int, int, int]], names: list
     return fig
 
 
-WALK_HEAD = ("module", "room", "prefetched", "the walk has reached", "after the module runs")
+WALK_HEAD = ("module", "gathered", "room", "prefetched", "the walk has reached", "after the module runs")
 
 
 @dataclass(frozen=True, repr=False)
 class ForwardWalk:
-    """Stage 3's forward pass, module by module: the prefetcher's room, what it gathers, the farthest use its
-    walk has reached, and which used tensors are released or kept."""
+    """Stage 3's forward pass (or whole step), module by module: the elements gathered as its walk starts, the
+    prefetcher's room, what it gathers, the farthest use its walk has reached, and which used tensors are
+    released or kept."""
 
-    rows: tuple[tuple[str, ...], ...]  #: one per forward module, as `WALK_HEAD` names the columns
+    rows: tuple[tuple[str, ...], ...]  #: one per module, as `WALK_HEAD` names the columns
 
     def grid(self) -> list[list[str]]:
         """Header and one line per forward module."""
         return [list(WALK_HEAD), *map(list, self.rows)]
 
     def _repr_markdown_(self) -> str:
-        return tables.markdown(self.grid(), ["---", "--:", "---", "---", "---"])
+        return tables.markdown(self.grid(), ["---", "--:", "--:", "---", "---", "---"])
 
     def __repr__(self) -> str:
         return "\n".join("  ".join(line) for line in self.grid())
 
 
-def forward_walk(modules, knobs: tuple[int, int, int], names: list[str]) -> ForwardWalk:
-    """`ds_traffic.stage3_walk` over the forward pass, for a table: with `knobs` (prefetch bucket, live
-    limit, max reuse distance), which tensors each module's walk gathers and how far it has looked ahead."""
+def forward_walk(modules, knobs: tuple[int, int, int], names: list[str], whole: bool = False) -> ForwardWalk:
+    """`ds_traffic.stage3_walk` over the forward pass (with `whole`, the whole step), for a table: with
+    `knobs` (prefetch bucket, live limit, max reuse distance), which tensors each module's walk gathers and
+    how far it has looked ahead."""
     labels = module_labels(modules)
     middle = len(labels) // 2  # the loss; backward follows it
     reached = -1
@@ -141,7 +143,7 @@ def forward_walk(modules, knobs: tuple[int, int, int], names: list[str]) -> Forw
         return [f"{verb}{', '.join(names[i] for i in indices)}"] if indices else []
 
     rows = []
-    for v in ds_traffic.stage3_walk(modules, *knobs)[:middle]:
+    for v in ds_traffic.stage3_walk(modules, *knobs)[: None if checks.flag("whole", whole) else middle]:
         reached = max([reached, *(step for _, step in v.looked)])
         kept = [i for i in v.used if i not in v.released]
         gathers = listed("", v.prefetched) + listed("on demand: ", v.on_demand)
@@ -150,6 +152,7 @@ def forward_walk(modules, knobs: tuple[int, int, int], names: list[str]) -> Forw
         rows.append(
             (
                 labels[v.step],
+                f"{v.gathered:,}",
                 f"{v.room:,}",
                 "; ".join(gathers) or "—",
                 f"{labels[reached]} ({side})" if reached >= 0 else "—",
