@@ -8,6 +8,7 @@ bytes, its PCIe and NVMe traffic) and `planning.nvme_buffers` (the pinned stagin
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -97,7 +98,8 @@ def plot_placements(gpus: int = 8, which: str = "all") -> Figure:
     """`placements(gpus)` drawn, those `which` names (a key of WHICH): a row per choice, boxes for the places,
     arrows labelled with each link's bytes per shard element per step."""
     rows = placements(gpus)[WHICH[checks.choice("which", which, tuple(WHICH))]]
-    fig, ax = plt.subplots(figsize=(7.84, ROW_HEIGHT * len(rows) + 0.5))
+    wide = any("NVMe drive" in placement.held for placement in rows)
+    fig, ax = plt.subplots(figsize=(7.84 if wide else 5.6, ROW_HEIGHT * len(rows) + 0.5))
     for r, placement in enumerate(rows):
         y = (len(rows) - 1 - r) * ROW_HEIGHT
         ax.text(0, y + ROW_HEIGHT - 0.12, placement.name, fontsize=9, va="top", color="#333")
@@ -110,12 +112,14 @@ def plot_placements(gpus: int = 8, which: str = "all") -> Figure:
             for i, label in enumerate(what):
                 ax.text((x0 + x1) / 2, mid + 0.1 + 0.18 * (len(what) - 1 - i), label, fontsize=6.5,
                         ha="center", va="bottom")  # fmt: skip
-    ax.set_xlim(-0.1, PLACES["NVMe drive"] + WIDTHS["NVMe drive"] + 0.1)
+    right = max(PLACES[place] + WIDTHS[place] for placement in rows for place in placement.held)
+    ax.set_xlim(-0.1, right + 0.1)  # as wide as the places drawn: no empty drive column
     ax.set_ylim(-0.1, ROW_HEIGHT * len(rows) - 0.05)
     ax.axis("off")
     title = "Where each offload keeps the state, and what crosses each link per step, by DeepSpeed's code"
     unit = f"B: bytes per shard element, one of the Ψ/{gpus} parameters each GPU owns; ↓ GPU to host, ↑ back"
-    fig.suptitle(f"{title}\n{unit}", fontsize=8.5, y=0.995)
+    lines = [title, unit] if wide else [*textwrap.wrap(title, 70), *textwrap.wrap(unit, 70)]
+    fig.suptitle("\n".join(lines), fontsize=8.5, y=0.995)
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     plt.close(fig)
     return fig
