@@ -145,7 +145,7 @@ def test_a_rank_that_holds_other_bytes_fails_the_run_and_says_where(capsys, monk
     code, out, err = cli(capsys, "run", "--ds-config", good)
     assert (code, err) == (int(changed > 0), "")
     lines = out.splitlines()
-    assert lines[0] == "ds.json: ZeRO-1, 2 ranks, Ψ = 283,656 parameters"
+    assert lines[0] == "ds.json: ZeRO-1, 2 ranks, Ψ = 283,656 parameters; bytes per rank"
     assert (
         "  consolidated   zero_to_fp32 rebuilt 6 fp32 tensors on rank 0, equal to the trained weights"
         in lines

@@ -37,11 +37,13 @@ class Summary:
 
     @property
     def title(self) -> str:
-        """E.g. "ds.json: ZeRO-2 with optimizer offloaded, 2 ranks, Ψ = 283,656 parameters"."""
+        """E.g. "ds.json: ZeRO-2 with optimizer offloaded, 2 ranks, Ψ = 283,656 parameters; bytes per rank"
+        (the table's cells are bytes)."""
         first = self.ranks[0]
         offload = "" if first.offload == "none" else f" with {first.offload} offloaded"
         return (
-            f"{self.config}: ZeRO-{self.stage}{offload}, {first.world} ranks, Ψ = {first.params:,} parameters"
+            f"{self.config}: ZeRO-{self.stage}{offload}, {first.world} ranks, "
+            f"Ψ = {first.params:,} parameters; bytes per rank"
         )
 
     @property
