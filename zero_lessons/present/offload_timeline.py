@@ -110,7 +110,7 @@ def plot_offload_steps(steps: dict, title: str = "") -> Figure:
     axes[-1, 0].set_xlim(0, end * 1.22)
     faint = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
     waits = Patch(color=COLOURS["trip"], label="PCIe copies the step waits for")
-    hidden = Patch(facecolor=COLOURS["trip"], label="PCIe copies spread over a pass, hidden by it", **faint)
+    hidden = Patch(facecolor=COLOURS["trip"], label="PCIe copies hidden behind the compute", **faint)
     fig.legend(handles=[waits, hidden], loc="upper center", bbox_to_anchor=(0.5, 0.955), ncol=2, fontsize=7,
                frameon=False)  # fmt: skip
     axes[-1, 0].set_xlabel("seconds into the step", fontsize=8)
