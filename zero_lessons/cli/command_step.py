@@ -280,11 +280,10 @@ def loss_dict(line, copies: int, loss: int) -> dict:
     """The loss counted after the forward pass, as JSON: its copies and bytes, and the peak it leaves."""
     from .. import units
 
-    on_top = line.loss_is_peak(loss)
     return {
         "copies": copies,
         "bytes": loss,
         "after_phase": line.after_forward.name,
-        "peak_phase": "the loss" if on_top else line.peak.name,
+        "peak_phase": line.peak_name_with_loss(loss),
         "peak_total_bytes": units.json_number(line.peak_with_loss(loss)),
     }

@@ -24,6 +24,8 @@ TRANSIENT = (
 KINDS = STATES + TRANSIENT
 #: Kinds of phase: a boundary holds only what persists between steps or phases.
 PHASE_KINDS = ("boundary", "forward", "backward", "reduction", "optimizer")
+#: Where the peak is when a loss counted after the forward pass tops the step model's own peak.
+AT_THE_LOSS = "the loss"
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,11 @@ class Timeline:
         """The peak once a loss holding `loss` bytes is counted: the larger of the forward pass's end plus
         the loss, and the step model's own peak."""
         return self.after_forward.total + loss if self.loss_is_peak(loss) else self.peak.total
+
+    def peak_name_with_loss(self, loss: int) -> str:
+        """Where the peak is once a loss holding `loss` bytes is counted: `AT_THE_LOSS`, or the step model's
+        peak phase."""
+        return AT_THE_LOSS if self.loss_is_peak(loss) else self.peak.name
 
     def phase(self, name: str) -> Phase:
         """The phase called `name`, e.g. "before optimizer step"."""

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import ScaledTranslation
 
 from .. import checks, units
-from ..planning.step_parts import Timeline
+from ..planning.step_parts import AT_THE_LOSS, Timeline
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
 from .step_legend import LEGEND_ROW, LOSS_STYLE, STACK, legend, legend_rows
@@ -204,7 +204,7 @@ def _draw_panel(ax, panel: Panel, unit: str) -> None:
     ax.axhline(peak, color="crimson", ls="--", lw=0.9, zorder=1, gid="peak")
     shown = units.format_number(Fraction(top) / size, 1)
     ax.set_title(panel.title.replace("$", r"\$"), fontsize=9, loc="left", pad=3)
-    where = "the loss" if at is None else panel.timeline.phases[at].name  # the full name, as tables write it
+    where = AT_THE_LOSS if at is None else panel.timeline.phases[at].name  # the full name, as tables write it
     which = "step-model peak" if panel.model_loss is None else "peak (loss counted)"
     ax.set_title(f"{which} {shown} {unit} at {where}", fontsize=8, loc="right", pad=3, color="crimson")
     xs, loss_x = panel.columns()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .. import checks, units
 from ..planning.step_choices import paper_bytes, paper_stage
-from ..planning.step_parts import KINDS, Timeline
+from ..planning.step_parts import AT_THE_LOSS, KINDS, Timeline
 
 #: Column headings for the transient kinds of part; the three model states share one column.
 HEADINGS = {
@@ -52,11 +52,9 @@ def loss_lines(line: Timeline, copies: int, loss: int, show, unit: str) -> list[
     end = line.after_forward
     held = end.total + checks.byte_count("loss", loss)
     counted = f"{show(end.total)} + {show(loss)} = {show(held)} {unit}"
-    verdict = (
-        f"peak, loss counted: the loss, {show(held)} {unit} per rank"
-        if line.loss_is_peak(loss)
-        else f"peak, loss counted: still {line.peak.name}, {show(line.peak.total)} {unit} per rank"
-    )
+    name = line.peak_name_with_loss(loss)
+    still = "" if name == AT_THE_LOSS else "still "
+    verdict = f"peak, loss counted: {still}{name}, {show(line.peak_with_loss(loss))} {unit} per rank"
     return [f"the loss: {copies:,} fp32 copies of the logits, held after {end.name}: {counted}", verdict]
 
 
