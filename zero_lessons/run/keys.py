@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from .. import checks, communication, memory, units
 from ..planning import ds_config, offload
-from ..planning.activations import CROSS_ENTROPY_COPIES
-from ..planning.step import DeepSpeed, timeline, transformer_model
+from ..planning.activations import CROSS_ENTROPY_COPIES, Transformer
+from ..planning.step import DeepSpeed, Timeline, timeline, transformer_model
 from ..planning.step_choices import MODELS
 from ..recipes import DEEPSPEED_FP32
 from ..stages import Stage
@@ -82,12 +82,22 @@ KEYS: tuple[Key, ...] = (
 )  # fmt: skip
 
 
+def _step(key: Key, value: object) -> tuple[Transformer, Timeline]:
+    """The example's shape and step with `key` at `value`, checked first: a bad value gets its own error."""
+    shape = replace(SHAPE, micro_batch=value) if key.path == "train_micro_batch_size_per_gpu" else SHAPE
+    return shape, _timeline(shape, DeepSpeed(stage=key.stage, **({key.knob: value} if key.knob else {})))
+
+
+@lru_cache(maxsize=64)
+def _timeline(shape: Transformer, framework: DeepSpeed) -> Timeline:
+    """One step of the example, built once per shape and framework (numbers and loss column share it)."""
+    return timeline(transformer_model(shape), framework, GPUS)
+
+
 def peak(key: Key, value: object, loss: bool = False) -> Fraction:
     """Peak bytes per GPU over one step of the example, with `key` at `value`; with `loss`, a cross-entropy's
     copies of the logits counted after the forward pass, as lesson 11 counts them."""
-    shape = replace(SHAPE, micro_batch=value) if key.path == "train_micro_batch_size_per_gpu" else SHAPE
-    knobs = {key.knob: value} if key.knob else {}
-    line = timeline(transformer_model(shape), DeepSpeed(stage=key.stage, **knobs), GPUS)
+    shape, line = _step(key, value)
     return line.peak_with_loss(CROSS_ENTROPY_COPIES * shape.logits_bytes) if loss else line.peak.total
 
 
@@ -108,8 +118,7 @@ def default_shown(key: Key) -> str:
 
 def peak_parts(key: Key, value: object) -> dict[str, Fraction]:
     """The peak's bytes per GPU by kind ("gradient buckets", ...), with `key` at `value`."""
-    knobs = {key.knob: value} if key.knob else {}
-    top = timeline(transformer_model(SHAPE), DeepSpeed(stage=key.stage, **knobs), GPUS).peak
+    top = _step(key, value)[1].peak
     return {part.kind: Fraction(top.bytes_of(part.kind)) for part in top.parts}
 
 
