@@ -158,11 +158,13 @@ def _window(stage: Stage, backward: Fraction, gpus: int) -> tuple[Fraction, str]
     return backward / gpus, f"the backward pass's last 1/{gpus}, when the first layers' gradients arrive"
 
 
-def _hidden(name: str, pcie: int, seconds: Fraction, window: Fraction, where: str) -> Phase:
-    """A PCIe trip that runs during `where` (`window` seconds of compute): only what outlasts it adds."""
+def _hidden(
+    name: str, pcie: int, seconds: Fraction, window: Fraction, where: str, during: str = "backward"
+) -> Phase:
+    """A PCIe trip that runs during `where` (`window` seconds of compute, in the pass `during`): only what
+    outlasts it adds."""
     outlasts = max(seconds - window, Fraction(0))
     hides = f"partly: it outlasts {where}" if outlasts else f"yes: during {where}"
-    during = "forward" if where == "the forward pass" else "backward"
     return Phase(name, pcie, seconds, outlasts, hides, during=during)
 
 
@@ -219,7 +221,7 @@ def _parameter_trips(
     up, backward = 2, offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2
     return (
         _hidden("weights up for the forward pass (16-bit)", up, up * elements / rate, forward * compute,
-                "the forward pass"),
+                "the forward pass", "forward"),
         _hidden("gradients down and back (16-bit), down (fp32); weights up again unless still held", backward,
                 backward * elements / rate, share * compute, "the backward pass"),
     )  # fmt: skip
