@@ -45,11 +45,10 @@ def module_labels(modules) -> list[str]:
     """A short name for each module of `ds_traffic.trace`: the layer ("L0"), "act" between layers, the model
     start ("start") and the loss ("loss")."""
     first = {m[0]: f"L{k}" for k, m in enumerate(_layer_tensors(modules))}
-    order = ds_traffic.trace(modules)
-    middle = len(order) // 2
+    loss = ds_traffic.loss_entry(len(modules))
     return [
-        first[u[0]] if u else "start" if s == 0 else "loss" if s == middle else "act"
-        for s, u in enumerate(order)
+        first[u[0]] if u else "start" if s == 0 else "loss" if s == loss else "act"
+        for s, u in enumerate(ds_traffic.trace(modules))
     ]
 
 
@@ -136,7 +135,7 @@ def forward_walk(modules, knobs: tuple[int, int, int], names: list[str], whole: 
     `knobs` (prefetch bucket, live limit, max reuse distance), which tensors each module's walk gathers and
     how far it has looked ahead."""
     labels = module_labels(modules)
-    middle = len(labels) // 2  # the loss; backward follows it
+    middle = ds_traffic.loss_entry(len(modules))  # the loss; backward follows it
     reached = -1
 
     def listed(verb: str, indices) -> list[str]:
