@@ -85,3 +85,12 @@ def test_the_figure_has_a_panel_per_step_and_marks_its_end():
         plot_offload_steps({})
     with pytest.raises(TypeError, match="step must be"):
         spans("ZeRO-2")
+
+
+def test_a_stage_2_trip_that_hides_is_drawn_in_the_last_1_over_n_only():
+    """With 16 times the tokens, the 0.15 s trip hides in the backward pass's last 1/8, and is drawn there."""
+    long = offload_step.step(PSI, 8, 16 * 4096, 150 * 10**12, "25 GB/s", stage=2, host_bandwidth="200 GB/s")
+    (hidden,) = [s for s in spans(long) if s.lane == "PCIe" and s.spread]
+    compute = long.phases[0].seconds
+    assert long.phases[1].adds == 0 and long.phases[1].window == compute * 2 / 3 / 8
+    assert (hidden.start, hidden.end) == (compute - compute * 2 / 3 / 8, compute)

@@ -56,6 +56,9 @@ class Phase:
     #: when it runs: "compute" (the passes), a PCIe trip "forward" or "backward" (during that pass) or
     #: "after" (after the CPU's step), or "cpu" (the CPU's Adam step); `present.offload_timeline` draws it
     during: str = "compute"
+    #: for a trip during a pass, the seconds at the pass's end in which it can run (all of the pass but at
+    #: stages 1 and 2, whose gradients reach the last GPU in the backward pass's last 1/N); else None
+    window: Fraction | None = None
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ def _hidden(
     outlasts it adds."""
     outlasts = max(seconds - window, Fraction(0))
     hides = f"partly: it outlasts {where}" if outlasts else f"yes: during {where}"
-    return Phase(name, pcie, seconds, outlasts, hides, during=during)
+    return Phase(name, pcie, seconds, outlasts, hides, during=during, window=window)
 
 
 def step(

@@ -56,7 +56,7 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
     zero3 = _rows(offload.DEEPSPEED_ZERO3_HOST)
     staging = nvme_buffers.BUFFER_COUNT * nvme_buffers.FP32  # one sub-group: the whole shard by default
     nvme = int(offload.link_bytes(1, 1, Stage.ZERO3, link="nvme"))  # one parameter on one GPU: per element
-    shard, layers = (("16-bit weight shard", 2),), (("layers, gathered as they run", None),)
+    shard, layers = (("16-bit weight shard", 2),), (("no shard kept", 0), ("layers: up as they run", None))
     return (
         Placement("ZeRO-2, optimizer on the host", {"GPU": (("16-bit weights, whole", whole),),
                   "host": _rows(offload.DEEPSPEED_ZERO2_HOST)}, {("GPU", "host"): (DOWN, BACK)}),
@@ -76,13 +76,14 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
 
 
 def _box(ax, x: float, y: float, place: str, rows: tuple[tuple[str, int | None], ...]) -> None:
-    """One place: its name, then what it holds, a line each, and their sum when there are several."""
+    """One place: its name, then what it holds, a line each, and their sum when several have bytes."""
     width = WIDTHS[place]
     ax.add_patch(FancyBboxPatch((x, y), width, ROW_HEIGHT - 0.35, boxstyle="round,pad=0.04",
                                 facecolor=FILL[place], edgecolor="#666", lw=0.8))  # fmt: skip
     ax.text(x + 0.08, y + ROW_HEIGHT - 0.42, place, fontsize=8, weight="bold", va="top")
-    if len(rows) > 1:
-        rows = (*rows, ("in all", sum(size for _, size in rows)))
+    sized = [size for _, size in rows if size is not None]
+    if len(sized) > 1:
+        rows = (*rows, ("in all", sum(sized)))
     for i, (what, size) in enumerate(rows):
         line_y = y + ROW_HEIGHT - 0.66 - LINE * i
         ax.text(x + 0.08, line_y, what, fontsize=7, va="top")

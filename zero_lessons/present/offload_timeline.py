@@ -1,6 +1,7 @@
 """One offloaded step drawn against time: the GPU's passes, the PCIe trips and the CPU's Adam step, one lane
-each, from `planning.offload_step.step`. A trip that hides is drawn faint across the pass it spreads over; one
-that outlasts its pass is drawn faint where it runs within the pass, and solid for the time the step waits.
+each, from `planning.offload_step.step`. A trip that hides is drawn faint across the part of its pass it can
+run in (`Phase.window`: the whole pass, or at stages 1 and 2 the backward pass's last 1/N); one that outlasts
+that part is drawn faint there, and solid for the time the step waits.
 The CPU's step starts once every gradient is down, and a trip after it starts when it ends, so the last bar
 ends at `Step.total`.
 """
@@ -48,9 +49,10 @@ def spans(step: Step) -> tuple[Span, ...]:
     for phase in step.phases[1:]:
         seconds = phase.seconds
         if phase.during in passes:
-            start, end = passes[phase.during]
+            end = passes[phase.during][1]
+            start = end - phase.window  # the part of the pass the trip can run in, at the pass's end
             if phase.adds:  # it outlasts the pass: hidden until the pass ends, then the step waits for it
-                out.append(Span("PCIe", end + phase.adds - seconds, end, "", "trip", True))
+                out.append(Span("PCIe", start, end, "", "trip", True))
                 out.append(
                     Span("PCIe", end, end + phase.adds, f"{_trip(phase)}; adds {_s(phase.adds)}", "trip")
                 )
@@ -108,13 +110,22 @@ def plot_offload_steps(steps: dict, title: str = "") -> Figure:
         ax.spines[["top", "right"]].set_visible(False)
         ax.tick_params(axis="x", labelsize=7)
     axes[-1, 0].set_xlim(0, end * 1.22)
-    faint = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
-    waits = Patch(color=COLOURS["trip"], label="PCIe copies the step waits for")
-    hidden = Patch(facecolor=COLOURS["trip"], label="PCIe copies hidden behind the compute", **faint)
-    fig.legend(handles=[waits, hidden], loc="upper center", bbox_to_anchor=(0.5, 0.955), ncol=2, fontsize=7,
-               frameon=False)  # fmt: skip
+    _legend(fig)
     axes[-1, 0].set_xlabel("seconds into the step", fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     plt.close(fig)
     return fig
+
+
+def _legend(fig: Figure) -> None:
+    """The two kinds of PCIe bar: solid, the step waits for it; faint, spread over its pass and hidden."""
+    faint = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
+    waits = Patch(color=COLOURS["trip"], label="PCIe copies the step waits for")
+    hidden = Patch(
+        facecolor=COLOURS["trip"],
+        label="PCIe copies spread over the part of a pass they run in, hidden behind it",
+        **faint,
+    )
+    fig.legend(handles=[waits, hidden], loc="upper center", bbox_to_anchor=(0.5, 0.955), ncol=2, fontsize=7,
+               frameon=False)  # fmt: skip
