@@ -219,3 +219,33 @@ def test_the_summary_shows_the_mean_loss_over_ranks():
     assert "mean: 1.5000 1.7500" in dict(two.notes())["losses"]
     one = summary.Summary("a.json", (report(0, (1.0, 3.0), world=1),), None, "none")
     assert "mean" not in dict(one.notes())["losses"]
+
+
+@pytest.mark.parametrize("changed", [0, 2])
+def test_a_rank_whose_bytes_are_as_predicted_gets_one_line(good, changed):
+    """ZeRO-1's two ranks hold different bytes (rank 1's slice is the shorter), so each keeps its own line."""
+    from pathlib import Path
+
+    from zero_lessons.run import summary
+
+    (found,) = summary.summaries(reports(Path(good), changed), [good])
+    rows = found.rows()
+    if changed:  # rank 1's gradients differ: its measured and predicted lines apart
+        assert [row[:2] for row in rows] == [
+            ["0", "measured = predicted"],
+            ["1", "measured"],
+            ["", "predicted"],
+        ]
+        assert rows[1][3] != rows[2][3]
+    else:
+        assert [row[:2] for row in rows] == [["0", "measured = predicted"], ["1", "measured = predicted"]]
+        assert rows[0][2:] != rows[1][2:]
+
+
+def test_ranks_that_held_the_same_share_a_line():
+    from zero_lessons.run import launcher, summary
+
+    held = dict.fromkeys(("weights", "gradients", "optimizer", "step_counters", "other"), 4)
+    ranks = tuple(launcher.RankReport("a.json", r, 8, 3, "none", 1, (1.0,), 0, held, None) for r in range(8))
+    assert summary.Summary("a.json", ranks, None, "none").rows() == [["0–7", "measured", *["4"] * 5, "20"]]
+    assert summary.Summary("a.json", ranks[:2], None, "none").rows()[0][0] == "0, 1"

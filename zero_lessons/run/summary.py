@@ -14,7 +14,7 @@ from . import predict
 from .launcher import RankReport, RunReport, read_configs
 
 #: Column names of the bytes-held table.
-HEAD = ("rank", "source", "weights", "gradients", "optimizer", "step counters", "other", "total")
+HEAD = ("ranks", "source", "weights", "gradients", "optimizer", "step counters", "other", "total")
 #: What a successful report proves about the checkpoint: `train.round_trip` asserts it on every rank. With the
 #: optimizer offloaded, DeepSpeed's CPU Adam gives the next step to 1e-4 of its size, not bit for bit.
 ROUND_TRIP = "saved; resumed into a fresh engine with equal weights and {} next step on every rank"
@@ -79,15 +79,27 @@ class Summary:
         return f"zero_to_fp32 rebuilt {count} fp32 tensors on rank 0, equal to the trained weights"
 
     def rows(self) -> list[list[str]]:
-        """The bytes-held table: per rank a measured line, then a predicted line where there is one."""
-        out = []
+        """The bytes-held table: per rank a measured line and a predicted one, or one "measured = predicted"
+        line where they agree; ranks in a row whose lines are the same share them ("0, 1", "0–7")."""
+        lines = []
         for i, r in enumerate(self.ranks):
-            out.append([str(r.rank), "measured", *(f"{r.held[f]:,}" for f in FIELDS), f"{r.total:,}"])
-            if self.predicted is not None:
-                p = self.predicted[i]
-                total = sum(getattr(p, f) for f in FIELDS)
-                out.append(["", "predicted", *(f"{getattr(p, f):,}" for f in FIELDS), f"{total:,}"])
-        return out
+            measured = (*(f"{r.held[f]:,}" for f in FIELDS), f"{r.total:,}")
+            if self.predicted is None:
+                lines.append(((("measured", *measured),), r.rank))
+                continue
+            p = self.predicted[i]
+            predicted = (*(f"{getattr(p, f):,}" for f in FIELDS), f"{sum(getattr(p, f) for f in FIELDS):,}")
+            pair = (("measured", *measured), ("predicted", *predicted))
+            lines.append(((("measured = predicted", *measured),) if measured == predicted else pair, r.rank))
+        groups: list[tuple[tuple, list[int]]] = []
+        for held, rank in lines:
+            if groups and groups[-1][0] == held:
+                groups[-1][1].append(rank)
+            else:
+                groups.append((held, [rank]))
+        return [
+            [_ranks(ranks) if j == 0 else "", *line] for held, ranks in groups for j, line in enumerate(held)
+        ]
 
     def notes(self) -> list[tuple[str, str]]:
         """The lines under the table: losses, skipped steps, checkpoint, consolidation, verdict."""
@@ -140,6 +152,11 @@ class Summary:
             "differences": self.differences,
             "as_predicted": self.as_predicted,
         }
+
+
+def _ranks(ranks: list[int]) -> str:
+    """A run of consecutive ranks as the table names it: "1", "0, 1" or "0–7"."""
+    return ", ".join(map(str, ranks)) if len(ranks) < 3 else f"{ranks[0]}–{ranks[-1]}"
 
 
 def summarize(reports: Sequence[RankReport], config: dict) -> Summary:
