@@ -1,0 +1,58 @@
+"""`present.step_zoom`: a step figure cut to a few columns, each total written on it, so that the loss
+on top of the forward pass and the optimizer step's copies can be read at the 7.5 B model's size."""
+
+from fractions import Fraction
+
+import pytest
+
+from zero_lessons.lab import timeline_view
+from zero_lessons.planning import DeepSpeed, timeline, transformer_model
+from zero_lessons.planning.step_choices import MODELS
+from zero_lessons.present.step_figure import Panel
+from zero_lessons.present.step_zoom import SPAN, plot_zoom, tops, window
+
+SHAPE = MODELS["7.5b"]
+LOSS = timeline_view.at_size(SHAPE, timeline_view.CROSS_ENTROPY_COPIES)["loss"]
+RUNS = {stage: timeline(transformer_model(SHAPE), DeepSpeed(stage=stage), 8) for stage in (1, 2, 3)}
+PANELS = [Panel(f"ZeRO-{s}", t, model_loss=LOSS) for s, t in RUNS.items()]
+
+
+def test_around_the_loss_the_totals_are_the_phases_and_the_loss_on_the_last_forward_bar():
+    for panel, run in zip(PANELS, RUNS.values(), strict=True):
+        shown = tops(panel)
+        assert list(shown) == ["fwd block 31", "fwd block 32", "loss", "bwd block 32", "bwd block 31"]
+        assert shown["loss"] == Fraction(run.phase("forward block 32").total + LOSS) / 10**9
+        assert shown["bwd block 32"] == Fraction(run.phase("backward block 32").total) / 10**9
+    stage1, stage2, _ = (tops(p) for p in PANELS)
+    assert (
+        stage1["bwd block 32"] > stage1["loss"] > stage2["bwd block 32"]
+    )  # ZeRO-1 peaks one bar after the loss
+    assert round(float(stage2["loss"]), 3) == 58.634
+
+
+def test_at_the_end_the_zoom_shows_the_reduction_and_the_optimizer_step():
+    shown = tops(PANELS[1], around="end")
+    assert list(shown) == ["bwd embedding", "reduce", "before step", "step", "after step"]
+    assert shown["step"] == Fraction(RUNS[2].phase("optimizer step").total) / 10**9
+    assert len(window(PANELS[1], "end")) == 2 * SPAN + 1
+
+
+def test_the_figure_shows_only_the_window_and_writes_each_total():
+    fig = plot_zoom(PANELS, "GB", "title")
+    for ax, panel in zip(fig.axes[: len(PANELS)], PANELS, strict=True):
+        shown = window(panel)
+        assert ax.get_xlim() == (shown[0] - 0.6, shown[-1] + 0.6)
+        written = [t.get_text() for t in ax.texts if t.get_visible() and t.get_text()[:1].isdigit()]
+        assert written == [f"{float(v):.2f}" for v in tops(panel).values()]
+        low, high = ax.get_ylim()
+        assert 0 < low < min(tops(panel).values()) and high > max(tops(panel).values())
+        assert not any(line.get_visible() for line in ax.get_lines() if line.get_gid() == "peak bar")
+
+
+def test_bad_input_gets_a_one_line_error():
+    with pytest.raises(ValueError, match="around must be one of loss, end"):
+        window(PANELS[0], "middle")
+    with pytest.raises(ValueError, match="needs a panel with a loss column"):
+        window(Panel("no loss", RUNS[2]))
+    with pytest.raises(TypeError, match="panel must be"):
+        tops("ZeRO-2")

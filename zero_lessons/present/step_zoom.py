@@ -1,0 +1,77 @@
+"""A closer look at a step figure: each panel of `step_figure.plot_step` cut to a few columns, with its y axis
+cut to the tops of their bars and each bar's total written on it, so that small parts (the loss on top of
+the forward pass, a waiting gradient, the optimizer step's copies) can be read.
+
+`window` gives the columns either side of the loss's, or the last columns of the step (the backward pass's
+end, the gradient reduction and the optimizer step); `tops` gives the totals it writes, without drawing. The
+peak's triangle is left out: the dashed line and the totals mark the peak.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from matplotlib.figure import Figure
+
+from .. import checks, units
+from .step_figure import Panel, plot_step, short_name
+
+#: What a zoom can be around: the loss's column, or the step's end.
+AROUND = ("loss", "end")
+#: Columns a zoom shows either side of the loss, or in all at the step's end less one.
+SPAN = 2
+
+
+def window(panel: Panel, around: str = "loss") -> tuple[int, ...]:
+    """The x positions (`Panel.columns`) a zoom shows: the loss's column and SPAN either side, or the step's
+    last 2·SPAN + 1 columns."""
+    checks.instance("panel", panel, Panel, "a step_figure.Panel")
+    if around not in AROUND:
+        raise ValueError(f"around must be one of {', '.join(AROUND)}, got {checks.shown(around)}")
+    xs, loss_x = panel.columns()
+    if around == "loss":
+        if loss_x is None:
+            raise ValueError("around='loss' needs a panel with a loss column (Panel(model_loss=...))")
+        return tuple(range(loss_x - SPAN, loss_x + SPAN + 1))
+    last = max(xs)
+    return tuple(range(last - 2 * SPAN, last + 1))
+
+
+def tops(panel: Panel, unit: str = "GB", around: str = "loss") -> dict[str, Fraction]:
+    """Each shown column's total in `unit`, named as the zoom's axis names it ("fwd block 32", "loss")."""
+    shown = window(panel, around)  # checks panel and around first
+    size = units.unit_size(units.unit_name(unit))
+    xs, loss_x = panel.columns()
+    at = {x: phase for x, phase in zip(xs, panel.timeline.phases, strict=True)}
+    out = {}
+    for x in shown:
+        if x == loss_x:
+            out["loss"] = Fraction(panel.timeline.phases[panel.timeline.after_forward_index].total
+                                   + panel.model_loss) / size  # fmt: skip
+        else:
+            out[short_name(at[x].name)] = Fraction(at[x].total) / size
+    return out
+
+
+def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -> Figure:
+    """`plot_step`'s panels, each showing only `window`'s columns, its y axis from a little under their
+    lowest top, and each column's total written above it."""
+    fig = plot_step(panels, unit, title)
+    for ax, panel in zip(fig.axes, panels, strict=True):
+        shown = window(panel, around)
+        totals = [float(v) for v in tops(panel, unit, around).values()]
+        low, high = min(totals), max(totals)
+        floor = max(0.0, low - max(high - low, 0.1 * high))
+        ax.set_xlim(shown[0] - 0.6, shown[-1] + 0.6)
+        ax.set_ylim(floor, high + 0.25 * (high - floor))
+        ax.set_xticks(shown, list(tops(panel, unit, around)), fontsize=7.5)
+        for x, total in zip(shown, totals, strict=True):
+            ax.text(x, total, units.format_number(total, 2), ha="center", va="bottom", fontsize=7, zorder=6,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})  # fmt: skip
+        for text in ax.texts[:]:  # a reference line's label, outside the cut y range, would float
+            if text.get_transform() != ax.transData and not floor <= text.get_position()[1] <= high * 1.3:
+                text.set_visible(False)
+        for line in ax.get_lines():  # the peak's triangle: the dashed line and the totals show the peak here
+            if line.get_gid() == "peak bar":
+                line.set_visible(False)
+    return fig
