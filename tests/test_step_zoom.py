@@ -56,3 +56,8 @@ def test_bad_input_gets_a_one_line_error():
         window(Panel("no loss", RUNS[2]))
     with pytest.raises(TypeError, match="panel must be"):
         tops("ZeRO-2")
+
+
+def test_a_zoom_given_no_title_gets_one_so_the_legend_keeps_clear_of_the_panels():
+    assert plot_zoom(PANELS[1:], "GB")._suptitle.get_text() == "Around the loss"
+    assert plot_zoom(PANELS[1:], "GB", around="end")._suptitle.get_text() == "The step's end"

@@ -18,6 +18,8 @@ from .step_figure import Panel, plot_step, short_name
 
 #: What a zoom can be around: the loss's column, or the step's end.
 AROUND = ("loss", "end")
+#: The title a zoom gets when it is given none.
+TITLES = {"loss": "Around the loss", "end": "The step's end"}
 #: Columns a zoom shows either side of the loss, or in all at the step's end less one.
 SPAN = 2
 
@@ -56,7 +58,8 @@ def tops(panel: Panel, unit: str = "GB", around: str = "loss") -> dict[str, Frac
 def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -> Figure:
     """`plot_step`'s panels, each showing only `window`'s columns, its y axis from a little under their
     lowest top, and each column's total written above it."""
-    fig = plot_step(panels, unit, title)
+    checks.instance("title", title, str, "text")
+    fig = plot_step(panels, unit, title or TITLES.get(around, ""))  # plot_step leaves room for a title
     for ax, panel in zip(fig.axes, panels, strict=True):
         shown = window(panel, around)
         totals = [float(v) for v in tops(panel, unit, around).values()]
