@@ -25,7 +25,7 @@ from .. import checks, units
 from ..planning.step_parts import AT_THE_LOSS, Timeline
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
-from .step_legend import LEGEND_ROW, LOSS_STYLE, STACK, legend, legend_rows
+from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, legend
 
 #: Most phases named one by one on the axis; a longer step names its runs instead.
 MAX_LABELLED = 24
@@ -173,7 +173,7 @@ def plot_step(panels, unit: str = "kB", title: str = "", same_scale: bool = Fals
     unit = units.unit_name(unit)
     checks.instance("title", title, str, "text")
     checks.instance("same_scale", same_scale, bool, "True or False")
-    head = LEGEND_ROW * legend_rows(panels, unit) + (0.3 if title else 0.05)
+    head = LEGEND_ROW * LEGEND_ROWS + (0.3 if title else 0.05)
     height = PANEL_HEIGHT * len(panels) + head
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height))
     axes = [axes] if len(panels) == 1 else list(axes)

@@ -17,6 +17,8 @@ KIND_NAMES = {**STATE_NAMES, **{kind: kind for kind in KINDS[3:]}}
 LOSS_STYLE = {"facecolor": "white", "edgecolor": "#333333", "hatch": "////", "lw": 0.6}
 #: Legend entries per column, under the column's heading, and the inches each row takes.
 LEGEND_DEPTH, LEGEND_ROW = 3, 0.13
+#: Rows the legend takes, whatever it shows: a heading, then `LEGEND_DEPTH` entries.
+LEGEND_ROWS = LEGEND_DEPTH + 1
 #: The legend's groups, one heading each: the paper's model state, the step's buffers, the marks.
 LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", "marks")
 
@@ -28,11 +30,6 @@ def _peak_name(panels) -> str:
     )
 
 
-def legend_rows(panels, unit: str) -> int:
-    """Rows the legend takes: a heading, then `LEGEND_DEPTH` entries."""
-    return LEGEND_DEPTH + 1
-
-
 def legend(fig: Figure, panels, unit: str, top: float) -> None:
     """One legend above the panels, in columns under three headings: the kinds of model state drawn, the
     step's buffers drawn, then the markers, the bands and the peak line."""
@@ -41,7 +38,7 @@ def legend(fig: Figure, panels, unit: str, top: float) -> None:
         handles,
         names,
         loc="upper center",
-        ncol=len(handles) // (LEGEND_DEPTH + 1),
+        ncol=len(handles) // LEGEND_ROWS,
         fontsize=7.5,
         frameon=False,
         bbox_to_anchor=(0.5, top),
