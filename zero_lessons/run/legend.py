@@ -52,8 +52,8 @@ class Legend:
              f"{held.gradients:,}"),
             ("optimizer", f"fp32 master weights and AdamW's two moments for the piece, {ADAM} B × {part:,} "
              f"= {held.optimizer:,}"),
-            ("step counters", f"AdamW's step count: one fp32 tensor, as DeepSpeed steps the rank's pieces as "
-             f"one flat tensor: {FP32}"),
+            ("step counters", f"AdamW's step count: one fp32 tensor, as DeepSpeed lays the rank's pieces "
+             f"end to end in one flat fp32 tensor for the optimizer: {FP32}"),
             ("other", f"DeepSpeed's fp64 gradient norm ({FP64}) and a 1-byte bool flag, stage 3's inf/NaN "
              f"tracker, which it keeps even under bf16: {FP64 + 1}"),
         ]  # fmt: skip
