@@ -120,11 +120,12 @@ class TimelineRow:
 
 
 def timeline_rows(deepspeed: bool = True) -> tuple[TimelineRow, ...]:
-    """The paper's plan for stages 0-3, then (if `deepspeed`) DeepSpeed's defaults for stages 1-2 and 3."""
+    """The paper's plan for stages 0-3, then (if `deepspeed`) DeepSpeed's defaults for stages 2 and 3 (its
+    stage 1 sends stage 2's buckets, but after the backward pass)."""
     plans = [(f"{s.label} (paper)", communication.collectives(s)) for s in Stage]
     if checks.flag("deepspeed", deepspeed):
         plans += [
-            ("DeepSpeed ZeRO-1/2 (default)", communication.deepspeed_collectives(Stage.ZERO2)),
+            ("DeepSpeed ZeRO-2 (default)", communication.deepspeed_collectives(Stage.ZERO2)),
             ("DeepSpeed ZeRO-3 (lab, steady)", communication.deepspeed_collectives(Stage.ZERO3)),
         ]
     return tuple(
