@@ -49,16 +49,18 @@ def test_the_key_effects_table_shows_each_keys_values_words_and_numbers():
     assert effects._repr_markdown_().count("\n") == len(table.keys) + 1
     # split by measure: the peak rows' numbers are all peaks per GPU, the rest's none; together every key once
     peaks, others = table.effects("peak").rows, table.effects("other").rows
-    assert all(r[3].startswith("peak per GPU at stage ") for r in peaks) and len(peaks) == 10
+    assert all(r[4].startswith("peak per GPU at stage ") for r in peaks) and len(peaks) == 10
     assert not any(r[3].startswith("peak per GPU") for r in others)
-    assert sorted([r[:4] for r in peaks] + list(others)) == sorted(effects.rows)
-    # the peak rows' last column counts lesson 11's loss: never below the step model's peak, and it changes
-    # what two keys do (contiguous_gradients off lowers nothing; overlap_comm adds 0.92 GB, not 1.00)
-    with_loss = {r[0].split(".")[-1]: r[4] for r in peaks}
+    assert sorted([(*r[:3], r[4]) for r in peaks] + list(others)) == sorted(effects.rows)
+    # the peak rows lead with the peak once lesson 11's loss is counted: never below the step model's peak,
+    # and it changes what two keys do (contiguous_gradients off lowers nothing; overlap_comm adds 0.92, not 1)
+    head = table.effects("peak").head
+    assert head[3].startswith("peak with the loss") and head[4].startswith("without the loss")
+    with_loss = {r[0].split(".")[-1]: r[3] for r in peaks}
     assert with_loss["contiguous_gradients"] == "58.63 GB → 58.63 GB"
-    assert with_loss["overlap_comm"] == "58.63 GB → 59.55 GB" and peaks[0][3].endswith("58.55 GB → 89.72 GB")
+    assert with_loss["overlap_comm"] == "58.63 GB → 59.55 GB" and peaks[0][4].endswith("58.55 GB → 89.72 GB")
     for row in peaks:
-        plain, counted = (float(text.split(" GB")[0].split(": ")[-1]) for text in (row[3], row[4]))
+        counted, plain = (float(text.split(" GB")[0].split(": ")[-1]) for text in (row[3], row[4]))
         assert counted >= plain
     with pytest.raises(ValueError, match="measure must be one of"):
         table.effects("time")

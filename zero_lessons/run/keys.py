@@ -242,17 +242,15 @@ class KeyTable:
 
     def effects(self, measure: str | None = None) -> Table:
         """Each key's default → tried value, what it does, and the package's numbers at the two values; with
-        `measure`, only the keys whose numbers are the peak per GPU ("peak", with the peak once the loss is
-        counted beside them) or the rest ("other")."""
+        `measure`, only the keys whose numbers are the peak per GPU ("peak": the peak with the loss counted,
+        then without it) or the rest ("other")."""
         keep = MEASURES if measure is None else (checks.choice("measure", measure, MEASURES),)
         picked = [(k, r) for k, r in zip(self.keys, self.rows, strict=True) if k.measure in keep]
         head = ("key", "DeepSpeed default → tried", "what it does", "numbers: default → tried")
         rows = [(r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for _, r in picked]
-        if measure == "peak":
-            head, rows = (
-                (*head, "peak with the loss"),
-                [(*r, _with_loss(k)) for r, (k, _) in zip(rows, picked, strict=True)],
-            )
+        if measure == "peak":  # the peak to plan with first, then the one that shows where a knob acts
+            head = (*head[:3], "peak with the loss: plan with it", "without the loss: where the knob acts")
+            rows = [(*r[:3], _with_loss(k), r[3]) for r, (k, _) in zip(rows, picked, strict=True)]
         return Table(head, tuple(rows))
 
     def __repr__(self) -> str:
