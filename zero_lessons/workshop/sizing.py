@@ -139,7 +139,7 @@ ABOVE_PROMPT = (
     "releases nothing itself. Use this simple model of lesson 10 (Memory over a step): stage 3's peak is "
     "its model state, 16Ψ/N bytes, plus the gathered parameters it holds, whole bf16 tensors of 2 bytes per "
     "element; stage 2's is 2Ψ + 14Ψ/N bytes; activations and other buffers are the same under both and left "
-    "out. After a weight's forward use, DeepSpeed keeps it gathered when its reuse distance is at most "
+    "out. After a weight's forward use, DeepSpeed keeps it gathered when its reuse distance is less than "
     "stage3_max_reuse_distance, else releases it and gathers it again. The reuse distance is the parameter "
     "elements (not bytes) of every use between the weight's two uses: a layer used twice in between counts "
     "twice. Here every weight's backward use comes fewer than 2Ψ elements after its forward use (in between, "
