@@ -59,9 +59,16 @@ PROMPT = (
 )
 #: What the question says of its settings beyond their names, by family ({threshold}: DeepSpeed's default).
 NOTES = {
+    "measure-deepspeed-12": " DeepSpeed's stages 1 and 2 lay every parameter end to end in one flat "
+    "bf16 buffer, padded to a multiple of 2N elements. Every rank keeps that whole buffer as its weights; "
+    "its slice, the padded buffer divided by N, padding included, holds its fp32 master weights and Adam "
+    "moments; and after the backward pass it keeps, whole, the gradients of every parameter that touches "
+    "its slice (lesson 09, sections 4 and 5).",
     "measure-deepspeed-3": " Every tensor is sharded: the lab sets stage3_param_persistence_threshold = 0, "
     "where DeepSpeed's default, {threshold:,} elements, would keep every tensor of this MLP whole on every "
-    "rank.",
+    "rank. Stage 3 cuts every parameter on its own into N pieces of ⌈n/N⌉ elements, the last padded, and "
+    "a rank holds its pieces of the bf16 weights and gradients and of the fp32 master weights and moments "
+    "(lesson 09, section 6).",
 }
 #: What the question says of FSDP2's uneven row chunks (lesson 08, section 5), as `by_hand` counts them.
 FSDP_NOTE = (
