@@ -57,8 +57,11 @@ def test_the_key_effects_table_shows_each_keys_values_words_and_numbers():
     head = table.effects("peak").head
     assert head[3].startswith("peak with the loss") and head[4].startswith("without the loss")
     with_loss = {r[0].split(".")[-1]: r[3] for r in peaks}
-    assert with_loss["contiguous_gradients"] == "58.63 GB → 58.63 GB"
-    assert with_loss["overlap_comm"] == "58.63 GB → 59.55 GB" and peaks[0][4].endswith("58.55 GB → 89.72 GB")
+    assert with_loss["contiguous_gradients"] == "stage 2: 58.63 GB → 58.63 GB"
+    assert with_loss["overlap_comm"] == "stage 2: 58.63 GB → 59.55 GB" and peaks[0][4].endswith(
+        "58.55 GB → 89.72 GB"
+    )
+    assert with_loss["stage3_max_reuse_distance"] == "stage 3: 50.22 GB → 49.31 GB"
     for row in peaks:
         counted, plain = (float(text.split(" GB")[0].split(": ")[-1]) for text in (row[3], row[4]))
         assert counted >= plain

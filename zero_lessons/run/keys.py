@@ -123,8 +123,9 @@ def peak_parts(key: Key, value: object) -> dict[str, Fraction]:
 
 
 def _with_loss(key: Key) -> str:
-    """The key's peak per GPU once lesson 11's loss is counted, at the default → tried."""
-    return f"{_gb(peak(key, key.default, loss=True))} → {_gb(peak(key, key.tried, loss=True))}"
+    """The key's peak per GPU once lesson 11's loss is counted, at the default → tried, and its stage."""
+    at = (_gb(peak(key, value, loss=True)) for value in (key.default, key.tried))
+    return f"stage {key.stage}: " + " → ".join(at)
 
 
 def _gb(value) -> str:
