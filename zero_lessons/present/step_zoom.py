@@ -61,13 +61,13 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
     checks.instance("title", title, str, "text")
     fig = plot_step(panels, unit, title or TITLES.get(around, ""))  # plot_step leaves room for a title
     for ax, panel in zip(fig.axes, panels, strict=True):
-        shown = window(panel, around)
-        totals = [float(v) for v in tops(panel, unit, around).values()]
+        shown, named = window(panel, around), tops(panel, unit, around)
+        totals = [float(v) for v in named.values()]
         low, high = min(totals), max(totals)
         floor = max(0.0, low - max(high - low, 0.1 * high))
         ax.set_xlim(shown[0] - 0.6, shown[-1] + 0.6)
         ax.set_ylim(floor, high + 0.25 * (high - floor))
-        ax.set_xticks(shown, list(tops(panel, unit, around)), fontsize=7.5)
+        ax.set_xticks(shown, list(named), fontsize=7.5)
         for x, total in zip(shown, totals, strict=True):
             ax.text(x, total, units.format_number(total, 2), ha="center", va="bottom", fontsize=7, zorder=6,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})  # fmt: skip

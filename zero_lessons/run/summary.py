@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from html import escape
+from itertools import groupby
 from pathlib import Path
 
 from ..lab.results import FIELDS, Held
@@ -91,12 +92,7 @@ class Summary:
             predicted = (*(f"{getattr(p, f):,}" for f in FIELDS), f"{sum(getattr(p, f) for f in FIELDS):,}")
             pair = (("measured", *measured), ("predicted", *predicted))
             lines.append(((("measured = predicted", *measured),) if measured == predicted else pair, r.rank))
-        groups: list[tuple[tuple, list[int]]] = []
-        for held, rank in lines:
-            if groups and groups[-1][0] == held:
-                groups[-1][1].append(rank)
-            else:
-                groups.append((held, [rank]))
+        groups = [(held, [rank for _, rank in run]) for held, run in groupby(lines, key=lambda line: line[0])]
         return [
             [_ranks(ranks) if j == 0 else "", *line] for held, ranks in groups for j, line in enumerate(held)
         ]
