@@ -31,6 +31,23 @@ def test_stage_bars_heights_add_to_the_table():
     assert ax.lines[0].get_ydata()[0] == 32
 
 
+def test_a_thin_headroom_band_gets_a_zoomed_inset_of_the_bars_near_it():
+    """On 30 GB cards ZeRO-2's 28.125 GB falls in a 3 GB band of a 0-120 GB axis: the inset shows it alone."""
+    ax = plots.plot_stage_bars(7_500_000_000, 8, gpu_memory="30GB", headroom=Fraction(1, 10)).axes[0]
+    [inset] = ax.child_axes
+    assert inset.get_ylim() == (21, 33)  # two band widths under the 27 GB line, one over the card
+    assert [t.get_text() for t in inset.get_xticklabels()] == ["ZeRO-2"]  # the one top in 21-33 GB
+    stacked = [bar.get_height() for container in inset.containers for bar in container]
+    assert len(stacked) == 3 and sum(stacked) == 28.125
+    assert [line.get_ydata()[0] for line in inset.lines] == [30, 27]
+    assert [t.get_text() for t in inset.texts] == ["28.125"]
+    wide = plots.plot_stage_bars(
+        1_311_524_864, 8, gpu_memory="24GB", headroom=Fraction(1, 10), activations=13 * GB
+    )
+    assert wide.axes[0].child_axes == []  # 2.4 GB is over 5% of a 35 GB axis: the band reads as it is
+    assert plots.plot_stage_bars(7_500_000_000, 8, gpu_memory="32GB").axes[0].child_axes == []  # no band
+
+
 def test_scaling_and_step_time_figures():
     ax = plots.plot_scaling(7_500_000_000, max_gpus=64).axes[0]
     assert len([line for line in ax.lines if line.get_gid() != "floor"]) == 4  # one curve per stage

@@ -18,7 +18,7 @@ from ..inputs import Setup
 from ..recipes import MIXED_ADAM, RecipeLike, get
 from ..stages import STATES, Stage
 from ..units import Size
-from . import figures
+from . import bar_zoom, figures
 from .figures import STATE_COLOURS, STATE_NAMES
 from .table import stage_table
 
@@ -189,6 +189,7 @@ def draw(chart: figures.Chart) -> Figure:
         )
     if chart.band is not None:
         _band(ax, chart)
+        bar_zoom.add(ax, chart)
     if chart.marker is not None:
         ax.axvline(chart.marker, color="#999", ls=":")
     ax.set(xlabel=_plain(chart.xlabel), ylabel=_plain(chart.ylabel), title=_plain(chart.title))
