@@ -1,4 +1,4 @@
-"""Lesson 12's displays: the key table's baseline, its two narrower tables, and the formats' subnormals."""
+"""Lesson 13's key table, its baseline and two narrower tables; lesson 12's formats and their subnormals."""
 
 import pathlib
 

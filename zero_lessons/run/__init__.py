@@ -7,9 +7,10 @@ The parts:
 - `launcher`: `launch` starts the script under torchrun from Python and returns every rank's report, typed;
 - `predict`: what each rank should hold (the lab's rules on the script's model, plus offload's buffers);
   `summary`: measured beside predicted, per config, for the command line and the lesson;
-- for lesson 12: `keys` (the config keys that matter, with numbers), `baseline` (the example those numbers
-  start from), `precision` (bf16 against fp16),
-  `fsdp` (ZeRO's stages against PyTorch's equivalents), `source` (the script's functions as a listing).
+- for lesson 12: `precision` (bf16 against fp16), `fsdp` (ZeRO's stages against PyTorch's equivalents),
+  `source` (the script's functions as a listing);
+- for lesson 13: `keys` (the config keys that matter, with numbers), `baseline` (the example those numbers
+  start from).
 """
 
 from .launcher import RankReport, RunError, RunReport, launch
