@@ -9,7 +9,7 @@ from zero_lessons.lab import timeline_view
 from zero_lessons.planning import DeepSpeed, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.present.step_figure import Panel
-from zero_lessons.present.step_zoom import SPAN, plot_zoom, tops, window
+from zero_lessons.present.step_zoom import SPAN, drawn, plot_zoom, tops, window
 
 SHAPE = MODELS["7.5b"]
 LOSS = timeline_view.at_size(SHAPE, timeline_view.CROSS_ENTROPY_COPIES)["loss"]
@@ -61,3 +61,18 @@ def test_bad_input_gets_a_one_line_error():
 def test_a_zoom_given_no_title_gets_one_so_the_legend_keeps_clear_of_the_panels():
     assert plot_zoom(PANELS[1:], "GB")._suptitle.get_text() == "Around the loss"
     assert plot_zoom(PANELS[1:], "GB", around="end")._suptitle.get_text() == "The step's end"
+
+
+def test_a_zoom_legend_names_only_what_its_columns_draw():
+    """Around the loss no optimizer-step copy and no boundary phase is drawn, so the legend leaves them out;
+    at the step's end they are drawn, and named."""
+    kinds, boundaries = drawn(PANELS[1:])
+    assert "fp32 gradients" not in kinds and "optimizer temporaries" not in kinds and not boundaries
+    assert {"activations", "gathered parameters", "gradient buckets", "unreduced gradients"} <= kinds
+    names = [t.get_text() for t in plot_zoom(PANELS[1:], "GB").legends[0].get_texts()]
+    assert "fp32 gradients" not in names and "the step's boundaries: no activations" not in names
+    assert "gathered parameters" in names and "the loss, after the forward pass" in names
+    end_kinds, end_boundaries = drawn(PANELS[1:], around="end")
+    assert {"fp32 gradients", "optimizer temporaries"} <= end_kinds and end_boundaries
+    ends = [t.get_text() for t in plot_zoom(PANELS[1:], "GB", around="end").legends[0].get_texts()]
+    assert "fp32 gradients" in ends and "the step's boundaries: no activations" in ends

@@ -21,6 +21,8 @@ LEGEND_DEPTH, LEGEND_ROW = 3, 0.13
 LEGEND_ROWS = LEGEND_DEPTH + 1
 #: The legend's groups, one heading each: the paper's model state, the step's buffers, the marks.
 LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", "marks")
+#: What a figure of some columns draws: the kinds in its bars, and whether it shows a boundary phase.
+Shown = tuple[frozenset[str], bool]
 
 
 def _peak_name(panels) -> str:
@@ -30,10 +32,11 @@ def _peak_name(panels) -> str:
     )
 
 
-def legend(fig: Figure, panels, unit: str, top: float) -> None:
+def legend(fig: Figure, panels, unit: str, top: float, shown: Shown | None = None) -> None:
     """One legend above the panels, in columns under three headings: the kinds of model state drawn, the
-    step's buffers drawn, then the markers, the bands and the peak line."""
-    handles, names = _entries(panels, unit)
+    step's buffers drawn, then the markers, the bands and the peak line. `shown` (kinds, boundaries), for
+    a figure of only some columns, keeps to the kinds it draws and drops the band where it shows none."""
+    handles, names = _entries(panels, unit, shown)
     legend = fig.legend(
         handles,
         names,
@@ -51,12 +54,12 @@ def legend(fig: Figure, panels, unit: str, top: float) -> None:
             text.set_fontweight("bold")
 
 
-def _entries(panels, unit: str) -> tuple[list, list[str]]:
+def _entries(panels, unit: str, shown: Shown | None = None) -> tuple[list, list[str]]:
     """The legend's handles and names, column by column: each group's heading, then its entries,
     `LEGEND_DEPTH` to a column; a group's further columns have a blank heading, a short column blank rows."""
     blank = plt.Line2D([], [], ls="none")
     handles, names = [], []
-    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit), strict=True):
+    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit, shown), strict=True):
         for start in range(0, len(entries), LEGEND_DEPTH):
             column = entries[start : start + LEGEND_DEPTH]
             column += [(blank, "")] * (LEGEND_DEPTH - len(column))
@@ -65,9 +68,10 @@ def _entries(panels, unit: str) -> tuple[list, list[str]]:
     return handles, names
 
 
-def _groups(panels, unit: str) -> tuple[list, list, list]:
+def _groups(panels, unit: str, shown: Shown | None = None) -> tuple[list, list, list]:
     """(handle, name) pairs of each legend group: the model states drawn, the buffers drawn, the marks."""
-    drawn = [k for k in STACK if any(k in p.heights(unit) for p in panels)]
+    kinds_shown, boundaries = shown if shown is not None else (set(STACK), True)
+    drawn = [k for k in STACK if k in kinds_shown and any(k in p.heights(unit) for p in panels)]
     kinds = [(plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]), KIND_NAMES[k]) for k in drawn]
     states = [entry for entry, k in zip(kinds, drawn, strict=True) if k in STACK[:3]]
     buffers = [entry for entry, k in zip(kinds, drawn, strict=True) if k not in STACK[:3]]
@@ -84,8 +88,7 @@ def _groups(panels, unit: str) -> tuple[list, list, list]:
     if any(p.tolerance is not None and any(p.tolerance) for p in panels):
         box = plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1)))
         marks.append((box, "tolerance"))
-    marks += [
-        (plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "the step's boundaries: no activations"),
-        (plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), _peak_name(panels)),
-    ]
+    if boundaries:
+        marks.append((plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "the step's boundaries: no activations"))
+    marks.append((plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), _peak_name(panels)))
     return states, buffers, marks

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from .. import checks, units
 from .step_figure import Panel, plot_step, short_name
+from .step_legend import Shown, legend
 
 #: What a zoom can be around: the loss's column, or the step's end.
 AROUND = ("loss", "end")
@@ -77,4 +78,23 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
         for line in ax.get_lines():  # the peak's triangle: the dashed line and the totals show the peak here
             if line.get_gid() == "peak bar":
                 line.set_visible(False)
+    for old in fig.legends[:]:  # plot_step's legend names every kind in the step; keep to what is drawn
+        old.remove()
+    legend(fig, panels, unit, 1 - 0.3 / fig.get_figheight(), drawn(panels, unit, around))
     return fig
+
+
+def drawn(panels, unit: str = "GB", around: str = "loss") -> Shown:
+    """The kinds a zoom's bars hold in its columns, over all `panels`, and whether a boundary phase shows."""
+    kinds, boundaries = set(), False
+    for panel in panels:
+        xs, _ = panel.columns()
+        at = {x: i for i, x in enumerate(xs)}
+        heights = panel.heights(units.unit_name(unit))
+        for x in window(panel, around):
+            i = at.get(
+                x, panel.timeline.after_forward_index
+            )  # the loss's column stands on the last forward bar
+            kinds |= {kind for kind, row in heights.items() if row[i]}
+            boundaries |= x in at and panel.timeline.phases[i].kind == "boundary"
+    return frozenset(kinds), boundaries
