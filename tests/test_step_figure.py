@@ -481,3 +481,15 @@ def test_the_knob_table_says_what_each_knob_trades_and_keeps_the_peaks():
     assert ddp[4] == "0.00" and "DDP keeps a bucket for every gradient" in ddp[5]
     with pytest.raises(TypeError, match="effects"):
         knob_table("knobs")
+
+
+def test_a_floor_starts_every_y_axis_above_zero_and_must_stay_below_the_top():
+    """Lesson 10's ZeRO-2 panel alone starts at 30 kB, so its buffers above the model state can be read."""
+    panel = Panel("ZeRO-2", timeline(TINY, DeepSpeed(stage=2), 2))
+    top = plot_step([panel], "B").axes[0].get_ylim()[1]
+    cut = plot_step([panel], "B", floor=top / 2).axes[0]
+    assert cut.get_ylim() == (top / 2, top)
+    with pytest.raises(ValueError, match="floor must be below the panel's top"):
+        plot_step([panel], "B", floor=top * 2)
+    with pytest.raises((TypeError, ValueError), match="floor"):
+        plot_step([panel], "B", floor=-1)

@@ -161,10 +161,13 @@ def _block_tick(name: str) -> str:
     return rest if ticked else ""
 
 
-def plot_step(panels, unit: str = "kB", title: str = "", same_scale: bool = False) -> Figure:
+def plot_step(
+    panels, unit: str = "kB", title: str = "", same_scale: bool = False, floor: float = 0
+) -> Figure:
     """Stacked bars of the model's parts per phase, one panel per setup, measured bytes as markers.
 
-    `same_scale` gives every panel the y range of the tallest, so bar heights compare across panels.
+    `same_scale` gives every panel the y range of the tallest, so bar heights compare across panels; `floor`
+    (in `unit`) starts every y axis there, so thin buffers above a tall model state can be read.
     """
     if not isinstance(panels, (tuple, list)) or not 1 <= len(panels) <= MAX_PANELS:
         raise TypeError(f"panels must be a list of 1 to {MAX_PANELS} Panel, got {checks.shown(panels)}")
@@ -183,6 +186,13 @@ def plot_step(panels, unit: str = "kB", title: str = "", same_scale: bool = Fals
         top = max(ax.get_ylim()[1] for ax in axes)
         for ax in axes:
             ax.set_ylim(0, top)
+    bottom = float(checks.amount("floor", floor))
+    for ax in axes if bottom else ():
+        if bottom >= ax.get_ylim()[1]:
+            raise ValueError(
+                f"floor must be below the panel's top, {ax.get_ylim()[1]:.3g} {unit}, got {bottom:g}"
+            )
+        ax.set_ylim(bottom, ax.get_ylim()[1])
     legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")
