@@ -104,7 +104,8 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "in memory and in communication. Work through them in order; each builds on the one before. "
         'Lessons 01 to 04 answer "which stage, and why?"; 05 to 07 add an explorer, DeepSpeed\'s own '
         "estimator and offload; 08 to 10 and 12 check it against real PyTorch and DeepSpeed runs on your "
-        "CPU, and 10 and 11 follow memory through a training step; 13 and 14 are a workshop. The lessons "
+        "CPU, and 10 and 11 follow memory through a training step; 13 prices DeepSpeed's config keys at "
+        "real size; 14 and 15 are a workshop. The lessons "
         "assume basic deep learning and PyTorch.",
     ]
     lines = [
