@@ -52,3 +52,11 @@ def test_bad_regimes_get_a_one_line_error():
         plot_peaks([OFF], LOSS)
     with pytest.raises(TypeError, match="timeline"):
         parts("not a timeline", LOSS)
+    with pytest.raises(TypeError, match="article must be a dict"):
+        plot_peaks({"off": OFF}, LOSS, [120])
+    with pytest.raises((TypeError, ValueError), match="each article size"):
+        plot_peaks({"off": OFF}, LOSS, {"PyTorch DDP": "lots"})
+    with pytest.raises(TypeError, match="each article label"):
+        plot_peaks({"off": OFF}, LOSS, {1: 120})
+    with pytest.raises(TypeError, match="title must be text"):
+        plot_peaks({"off": OFF}, LOSS, title=3)

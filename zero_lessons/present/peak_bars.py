@@ -47,18 +47,31 @@ def plot_peaks(
         raise TypeError(
             f"regimes must be a dict of 1 to {MAX_REGIMES} names and timelines, got {checks.kind(regimes)}"
         )
-    unit = units.unit_name(unit)
+    unit, article = units.unit_name(unit), _article(article)
+    checks.instance("title", title, str, "text")
     fig, axes = plt.subplots(
         1, len(regimes), figsize=(4.2 * len(regimes) + 1.6, 3.6), sharey=True, squeeze=False
     )
     for ax, (name, timelines) in zip(axes[0], regimes.items(), strict=True):
-        _panel(ax, name, timelines, loss, article or {}, unit)
+        _panel(ax, name, timelines, loss, article, unit)
     _legend(fig, [t for ts in regimes.values() for t in ts], loss, unit, bool(article))
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.8, 1))
     plt.close(fig)
     return fig
+
+
+def _article(article: dict | None) -> dict[str, float]:
+    """`article` as setup label -> a size in the figure's unit, checked; {} for None."""
+    if article is None:
+        return {}
+    checks.instance(
+        "article", article, dict, "a dict of setup labels and sizes, such as {'PyTorch DDP': 120}"
+    )
+    for label in article:
+        checks.instance("each article label", label, str, "a setup's label, such as 'PyTorch DDP'")
+    return {label: float(checks.amount("each article size", size)) for label, size in article.items()}
 
 
 def _panel(ax, name: str, timelines, loss: int, article: dict, unit: str) -> None:
