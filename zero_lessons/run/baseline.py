@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from .. import units
 from ..planning import ds_config
+from ..planning.activations import CROSS_ENTROPY_COPIES
 from ..planning.step import DeepSpeed, timeline, transformer_model
 from ..recipes import MIXED_ADAM, get
 from .keys import GPUS, SHAPE, markdown
@@ -43,6 +44,11 @@ class Baseline:
             raise ValueError(f"stage must be 2 or 3, got {stage!r}")
         return timeline(transformer_model(SHAPE), knobs(stage, advisor), GPUS).peak
 
+    @property
+    def loss(self) -> int:
+        """The loss's bytes on top of the forward pass: a cross-entropy's fp32 copies of the logits."""
+        return CROSS_ENTROPY_COPIES * SHAPE.logits_bytes
+
     def advisor_differs(self, stage: int) -> dict[str, tuple[object, object]]:
         """Where the advisor's config leaves DeepSpeed's default at `stage`: knob → (default, advisor's)."""
         ours, theirs = knobs(stage, True), knobs(stage, False)
@@ -65,6 +71,12 @@ class Baseline:
             ["other keys", f"DeepSpeed's defaults; overlap_comm's default, None, makes it {overlap[0]} at "
              f"stage 2 and {overlap[1]} at stage 3"],
         ]  # fmt: skip
+        for stage in (2, 3):
+            line = timeline(transformer_model(SHAPE), knobs(stage, False), GPUS)
+            rows.append(
+                [f"peak per GPU with the loss, stage {stage} (plan with it)",
+                 f"{_gb(line.peak_with_loss(self.loss))}, at {line.peak_name_with_loss(self.loss)}"]
+            )  # fmt: skip
         for stage in (2, 3):
             top = self.peak(stage)
             rows.append(
