@@ -88,12 +88,13 @@ class Baseline:
         return rows
 
     def advisor_line(self, stage: int) -> str:
-        """How the advisor's config differs from the baseline at `stage`, and its peak."""
+        """How the advisor's config differs from the baseline at `stage`, and its peak with the loss."""
         changed = self.advisor_differs(stage)
         what = (
             ", ".join(f"{k} {new} (default {old})" for k, (old, new) in changed.items()) or "no key differs"
         )
-        return f"stage {stage}: {what}, peak {_gb(self.peak(stage, True).total)}"
+        line = timeline(transformer_model(SHAPE), knobs(stage, True), GPUS)
+        return f"stage {stage}: {what}, peak with the loss {_gb(line.peak_with_loss(self.loss))}"
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in self.cells())
