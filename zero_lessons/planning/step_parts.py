@@ -116,15 +116,23 @@ class Timeline:
         model's own peak."""
         return self.after_forward.total + checks.byte_count("loss", loss) > self.peak.total
 
+    def phase_with_loss(self, loss: int) -> tuple[Phase, int]:
+        """The phase the peak stands on once a loss holding `loss` bytes is counted, and the loss's bytes on
+        top of it: the forward pass's end and `loss` where the loss tops the step, else the step model's own
+        peak and 0. The other `*_with_loss` answers read this one."""
+        return (self.after_forward, loss) if self.loss_is_peak(loss) else (self.peak, 0)
+
     def peak_with_loss(self, loss: int) -> int | Fraction:
         """The peak once a loss holding `loss` bytes is counted: the larger of the forward pass's end plus
         the loss, and the step model's own peak."""
-        return self.after_forward.total + loss if self.loss_is_peak(loss) else self.peak.total
+        phase, on_top = self.phase_with_loss(loss)
+        return phase.total + on_top
 
     def peak_name_with_loss(self, loss: int) -> str:
         """Where the peak is once a loss holding `loss` bytes is counted: `AT_THE_LOSS`, or the step model's
         peak phase."""
-        return AT_THE_LOSS if self.loss_is_peak(loss) else self.peak.name
+        phase, on_top = self.phase_with_loss(loss)
+        return AT_THE_LOSS if on_top else phase.name
 
     def phase(self, name: str) -> Phase:
         """The phase called `name`, e.g. "before optimizer step"."""

@@ -25,9 +25,7 @@ MAX_REGIMES = 4
 def peak_phase(timeline: Timeline, loss: int) -> tuple[Phase, int]:
     """The phase a setup's bar draws, and the loss's bytes on top of it (0 where the loss is not the peak)."""
     checks.instance("timeline", timeline, Timeline, "a step model Timeline")
-    if timeline.loss_is_peak(loss):
-        return timeline.after_forward, loss
-    return timeline.peak, 0
+    return timeline.phase_with_loss(loss)
 
 
 def parts(timeline: Timeline, loss: int, unit: str = "GB") -> dict[str, Fraction]:
@@ -100,10 +98,11 @@ def _short(label: str) -> str:
 
 def _legend(fig: Figure, timelines, loss: int, unit: str, article: bool) -> None:
     """The kinds drawn in any bar, bottom to top, then the loss and the article's tick."""
-    drawn = [k for k in STACK if any(k in parts(t, loss, unit) for t in timelines)]
+    held = set().union(*(parts(t, loss, unit) for t in timelines))  # each bar's parts, read once
+    drawn = [k for k in STACK if k in held]
     handles = [plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]) for k in drawn]
     names = [KIND_NAMES[k] for k in drawn]
-    if any("loss" in parts(t, loss, unit) for t in timelines):
+    if "loss" in held:
         handles.append(plt.Rectangle((0, 0), 1, 1, **LOSS_STYLE))
         names.append("the loss, where it tops the step")
     if article:

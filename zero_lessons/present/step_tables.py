@@ -11,7 +11,7 @@ from html import escape
 
 from .. import checks, units
 from ..planning.step_effects import EffectTable
-from ..planning.step_parts import AT_THE_LOSS, KINDS, Phase, Timeline
+from ..planning.step_parts import KINDS, Phase, Timeline
 from ..planning.step_picks import Pick
 
 
@@ -130,9 +130,10 @@ def peak_table(timelines, unit: str = "GB", *, loss=None) -> Table:
 
 def _peak(t: Timeline, loss) -> tuple[str, int | Fraction, int | Fraction]:
     """The peak's phase, bytes and model state; with a loss that tops the step model's peak, the loss's."""
-    if loss is None or not t.loss_is_peak(loss):
+    if loss is None:
         return t.peak.name, t.peak.total, t.peak.model_state
-    return AT_THE_LOSS, t.peak_with_loss(loss), t.after_forward.model_state
+    phase, on_top = t.phase_with_loss(loss)
+    return t.peak_name_with_loss(loss), phase.total + on_top, phase.model_state
 
 
 def loss_table(timelines, loss, unit: str = "GB") -> Table:
