@@ -10,7 +10,7 @@ The parts:
 - for lesson 12: `precision` (bf16 against fp16), `fsdp` (ZeRO's stages against PyTorch's equivalents),
   `source` (the script's functions as a listing);
 - for lesson 13: `keys` (the config keys that matter, with numbers), `baseline` (the example those numbers
-  start from).
+  start from), both on `example` (the 7.5 B GPT on 8 GPUs, one step per knob setting, built once).
 """
 
 from .launcher import RankReport, RunError, RunReport, launch

@@ -11,10 +11,10 @@ from fractions import Fraction
 
 from .. import units
 from ..planning import ds_config
-from ..planning.activations import CROSS_ENTROPY_COPIES
-from ..planning.step import DeepSpeed, timeline, transformer_model
+from ..planning.step import DeepSpeed, Timeline, transformer_model
 from ..recipes import MIXED_ADAM, get
-from .keys import GPUS, SHAPE, markdown
+from .example import GPUS, SHAPE, example_step, loss_bytes
+from .keys import markdown
 
 #: The DeepSpeed knobs the advisor's config writes (`planning.ds_config.zero_config`), besides the stage.
 SET = ("overlap_comm", "contiguous_gradients")
@@ -40,14 +40,18 @@ class Baseline:
     def peak(self, stage: int, advisor: bool = False):
         """The peak phase of one step at `stage` (2 or 3): every knob at DeepSpeed's default, or, with
         `advisor`, the knobs in SET as the advisor's config sets them."""
+        return self.step(stage, advisor).peak
+
+    def step(self, stage: int, advisor: bool = False) -> Timeline:
+        """One step at `stage` (2 or 3), DeepSpeed's defaults or the advisor's knobs: `keys`' example step."""
         if stage not in (2, 3):
             raise ValueError(f"stage must be 2 or 3, got {stage!r}")
-        return timeline(transformer_model(SHAPE), knobs(stage, advisor), GPUS).peak
+        return example_step(SHAPE, knobs(stage, advisor))
 
     @property
     def loss(self) -> int:
         """The loss's bytes on top of the forward pass: a cross-entropy's fp32 copies of the logits."""
-        return CROSS_ENTROPY_COPIES * SHAPE.logits_bytes
+        return loss_bytes(SHAPE)
 
     def advisor_differs(self, stage: int) -> dict[str, tuple[object, object]]:
         """Where the advisor's config leaves DeepSpeed's default at `stage`: knob → (default, advisor's)."""
@@ -72,7 +76,7 @@ class Baseline:
              f"stage 2 and {overlap[1]} at stage 3"],
         ]  # fmt: skip
         for stage in (2, 3):
-            line = timeline(transformer_model(SHAPE), knobs(stage, False), GPUS)
+            line = self.step(stage)
             rows.append(
                 [f"peak per GPU with the loss, stage {stage} (plan with it)",
                  f"{_gb(line.peak_with_loss(self.loss))}, at {line.peak_name_with_loss(self.loss)}"]
@@ -93,8 +97,8 @@ class Baseline:
         what = (
             ", ".join(f"{k} {new} (default {old})" for k, (old, new) in changed.items()) or "no key differs"
         )
-        line = timeline(transformer_model(SHAPE), knobs(stage, True), GPUS)
-        return f"stage {stage}: {what}, peak with the loss {_gb(line.peak_with_loss(self.loss))}"
+        top = self.step(stage, True).peak_with_loss(self.loss)
+        return f"stage {stage}: {what}, peak with the loss {_gb(top)}"
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in self.cells())

@@ -6,21 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from .. import checks, communication, memory, units
 from ..planning import ds_config, offload
-from ..planning.activations import CROSS_ENTROPY_COPIES, Transformer
-from ..planning.step import DeepSpeed, Timeline, timeline, transformer_model
-from ..planning.step_choices import MODELS
+from ..planning.activations import Transformer
+from ..planning.step import DeepSpeed, Timeline, transformer_model
 from ..recipes import DEEPSPEED_FP32
 from ..stages import Stage
+from .example import GPUS, SHAPE, example_step, loss_bytes  # the example, shared with `baseline`
 from .key_table import Table, markdown
 from .precision import largest
 
-#: The example: the package's 7.5 B GPT (32 blocks of 4,352, Ψ = 7,493,452,032), 2,048 tokens, 8 GPUs.
-SHAPE = MODELS["7.5b"]
-GPUS = 8
 KNOBS = DeepSpeed()  #: the package's DeepSpeed knobs at their defaults (stage 2)
 
 
@@ -85,20 +82,14 @@ KEYS: tuple[Key, ...] = (
 def _step(key: Key, value: object) -> tuple[Transformer, Timeline]:
     """The example's shape and step with `key` at `value`, checked first: a bad value gets its own error."""
     shape = replace(SHAPE, micro_batch=value) if key.path == "train_micro_batch_size_per_gpu" else SHAPE
-    return shape, _timeline(shape, DeepSpeed(stage=key.stage, **({key.knob: value} if key.knob else {})))
-
-
-@lru_cache(maxsize=64)
-def _timeline(shape: Transformer, framework: DeepSpeed) -> Timeline:
-    """One step of the example, built once per shape and framework (numbers and loss column share it)."""
-    return timeline(transformer_model(shape), framework, GPUS)
+    return shape, example_step(shape, DeepSpeed(stage=key.stage, **({key.knob: value} if key.knob else {})))
 
 
 def peak(key: Key, value: object, loss: bool = False) -> Fraction:
     """Peak bytes per GPU over one step of the example, with `key` at `value`; with `loss`, a cross-entropy's
     copies of the logits counted after the forward pass, as lesson 11 counts them."""
     shape, line = _step(key, value)
-    return line.peak_with_loss(CROSS_ENTROPY_COPIES * shape.logits_bytes) if loss else line.peak.total
+    return line.peak_with_loss(loss_bytes(shape)) if loss else line.peak.total
 
 
 def _shown(value: object) -> str:
