@@ -15,13 +15,17 @@ ZOOM_BELOW = 0.05
 REACH_BELOW, REACH_ABOVE = 2, 1
 
 
+def _tops(chart: figures.Chart) -> list[float]:
+    """Each stacked bar's top: its series summed."""
+    return [sum(heights[i] for heights in chart.series.values()) for i in range(len(chart.x))]
+
+
 def near_band(chart: figures.Chart) -> list[int]:
     """The bars (by index) whose tops fall within the inset's y range; none without a band."""
     if chart.band is None or chart.line is None:
         return []
     low, high = window(chart)
-    tops = [sum(heights[i] for heights in chart.series.values()) for i in range(len(chart.x))]
-    return [i for i, top in enumerate(tops) if low <= top <= high]
+    return [i for i, top in enumerate(_tops(chart)) if low <= top <= high]
 
 
 def window(chart: figures.Chart) -> tuple[float, float]:
@@ -35,7 +39,8 @@ def add(ax, chart: figures.Chart) -> None:
     near = near_band(chart)
     if not near or chart.line - chart.band >= ZOOM_BELOW * ax.get_ylim()[1]:
         return
-    tallest = max(range(len(chart.x)), key=lambda i: sum(h[i] for h in chart.series.values()))
+    tops = _tops(chart)
+    tallest = max(range(len(tops)), key=tops.__getitem__)
     left = 0.06 if tallest >= len(chart.x) / 2 else 0.56  # on the side away from the tallest bar
     inset = ax.inset_axes([left, 0.42, 0.36, 0.52])
     bottom = [0.0] * len(near)

@@ -25,7 +25,7 @@ from .. import checks, units
 from ..planning.step_parts import AT_THE_LOSS, Timeline
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
-from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, legend
+from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, legend
 
 #: Most phases named one by one on the axis; a longer step names its runs instead.
 MAX_LABELLED = 24
@@ -161,21 +161,31 @@ def _block_tick(name: str) -> str:
     return rest if ticked else ""
 
 
-def plot_step(
-    panels, unit: str = "kB", title: str = "", same_scale: bool = False, floor: float = 0
-) -> Figure:
-    """Stacked bars of the model's parts per phase, one panel per setup, measured bytes as markers.
-
-    `same_scale` gives every panel the y range of the tallest, so bar heights compare across panels; `floor`
-    (in `unit`) starts every y axis there, so thin buffers above a tall model state can be read.
-    """
+def check_panels(panels) -> None:
+    """Raise a one-line error unless `panels` is a list of 1 to MAX_PANELS `Panel`."""
     if not isinstance(panels, (tuple, list)) or not 1 <= len(panels) <= MAX_PANELS:
         raise TypeError(f"panels must be a list of 1 to {MAX_PANELS} Panel, got {checks.shown(panels)}")
     for panel in panels:
         checks.instance("each panel", panel, Panel, "a step_figure.Panel")
+
+
+def plot_step(
+    panels,
+    unit: str = "kB",
+    title: str = "",
+    same_scale: bool = False,
+    floor: float = 0,
+    shown: Shown | None = None,
+) -> Figure:
+    """Stacked bars of the model's parts per phase, one panel per setup, measured bytes as markers.
+
+    `same_scale` gives every panel the tallest's y range; `floor` (in `unit`) starts every y axis there, for
+    thin buffers above a tall model state; `shown` keeps the legend to what `step_zoom`'s columns draw."""
+    check_panels(panels)
     unit = units.unit_name(unit)
     checks.instance("title", title, str, "text")
     checks.instance("same_scale", same_scale, bool, "True or False")
+    bottom = float(checks.amount("floor", floor))
     head = LEGEND_ROW * LEGEND_ROWS + (0.3 if title else 0.05)
     height = PANEL_HEIGHT * len(panels) + head
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height))
@@ -186,19 +196,24 @@ def plot_step(
         top = max(ax.get_ylim()[1] for ax in axes)
         for ax in axes:
             ax.set_ylim(0, top)
-    bottom = float(checks.amount("floor", floor))
-    for ax in axes if bottom else ():
-        if bottom >= ax.get_ylim()[1]:
-            raise ValueError(
-                f"floor must be below the panel's top, {ax.get_ylim()[1]:.3g} {unit}, got {bottom:g}"
-            )
-        ax.set_ylim(bottom, ax.get_ylim()[1])
-    legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height)
+    _floor(fig, axes, bottom, unit)
+    legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")
     fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / height), h_pad=0.5)
     plt.close(fig)
     return fig
+
+
+def _floor(fig: Figure, axes, bottom: float, unit: str) -> None:
+    """Start every y axis at `bottom` (none if 0); at or above a panel's top, close the figure and raise."""
+    for ax in axes if bottom else ():
+        if bottom >= ax.get_ylim()[1]:
+            plt.close(fig)
+            raise ValueError(
+                f"floor must be below the panel's top, {ax.get_ylim()[1]:.3g} {unit}, got {bottom:g}"
+            )
+        ax.set_ylim(bottom, ax.get_ylim()[1])
 
 
 #: the red triangle over the peak's bar, drawn unclipped above the axes if need be

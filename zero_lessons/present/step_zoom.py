@@ -14,8 +14,8 @@ from fractions import Fraction
 from matplotlib.figure import Figure
 
 from .. import checks, units
-from .step_figure import Panel, plot_step, short_name
-from .step_legend import Shown, legend
+from .step_figure import Panel, check_panels, plot_step, short_name
+from .step_legend import Shown
 
 #: What a zoom can be around: the loss's column, or the step's end.
 AROUND = ("loss", "end")
@@ -59,7 +59,9 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
     """`plot_step`'s panels, each showing only `window`'s columns, its y axis from a little under their
     lowest top, and each column's total written above it."""
     checks.instance("title", title, str, "text")
-    fig = plot_step(panels, unit, title or TITLES.get(around, ""))  # plot_step leaves room for a title
+    check_panels(panels)  # before `drawn` walks them
+    kinds = drawn(panels, unit, around)  # the legend keeps to what the cut columns draw
+    fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds)  # with room for a title
     for ax, panel in zip(fig.axes, panels, strict=True):
         shown, named = window(panel, around), tops(panel, unit, around)
         totals = [float(v) for v in named.values()]
@@ -77,9 +79,6 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
         for line in ax.get_lines():  # the peak's triangle: the dashed line and the totals show the peak here
             if line.get_gid() == "peak bar":
                 line.set_visible(False)
-    for old in fig.legends[:]:  # plot_step's legend names every kind in the step; keep to what is drawn
-        old.remove()
-    legend(fig, panels, unit, 1 - 0.3 / fig.get_figheight(), drawn(panels, unit, around))
     return fig
 
 
