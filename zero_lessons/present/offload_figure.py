@@ -100,7 +100,8 @@ def plot_placements(gpus: int = 8, which: str = "all") -> Figure:
     """`placements(gpus)` drawn, those `which` names (a key of WHICH): a row per choice, boxes for the places,
     arrows labelled with each link's bytes per shard element per step."""
     rows = placements(gpus)[WHICH[checks.choice("which", which, tuple(WHICH))]]
-    wide = any("NVMe drive" in placement.held for placement in rows)
+    drawn = {place for placement in rows for place in placement.held}  # the places any row draws
+    wide = "NVMe drive" in drawn
     fig, ax = plt.subplots(figsize=(7.84 if wide else 5.6, ROW_HEIGHT * len(rows) + 0.5))
     for r, placement in enumerate(rows):
         y = (len(rows) - 1 - r) * ROW_HEIGHT
@@ -114,7 +115,7 @@ def plot_placements(gpus: int = 8, which: str = "all") -> Figure:
             for i, label in enumerate(what):
                 ax.text((x0 + x1) / 2, mid + 0.1 + 0.18 * (len(what) - 1 - i), label, fontsize=6.5,
                         ha="center", va="bottom")  # fmt: skip
-    right = max(PLACES[place] + WIDTHS[place] for placement in rows for place in placement.held)
+    right = max(PLACES[place] + WIDTHS[place] for place in drawn)
     ax.set_xlim(-0.1, right + 0.1)  # as wide as the places drawn: no empty drive column
     ax.set_ylim(-0.1, ROW_HEIGHT * len(rows) - 0.05)
     ax.axis("off")
