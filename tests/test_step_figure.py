@@ -324,7 +324,7 @@ def test_the_kinds_table_sets_two_peaks_side_by_side_and_each_row_adds_up():
     # The lab's peaks on 2 ranks (Ψ = 4,224), worked by hand: ZeRO-2 at its optimizer step holds the whole
     # bf16 weights (2Ψ), its bf16 gradient shard (2Ψ/2), their fp32 copy (4Ψ/2) and a flattened copy (2Ψ/2);
     # ZeRO-3 at forward relu 3 holds a weight shard (2Ψ/2), its gradient partition from start-up, 6,304
-    # gathered elements (lesson 10, section 3), three 2,048-byte activations and its 1,200-element bucket.
+    # gathered elements (lesson 10, section 4), three 2,048-byte activations and its 1,200-element bucket.
     psi = 4_224
     z2, z3 = (modelled(BY_KEY[key], 2).peak for key in ("step_zero2", "step_zero3"))
     table = kinds_table({"ZeRO-2": z2, "ZeRO-3": z3}, "B")
