@@ -9,7 +9,7 @@ from zero_lessons.lab import timeline_view
 from zero_lessons.planning import DeepSpeed, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.present.step_figure import Panel
-from zero_lessons.present.step_zoom import SPAN, drawn, plot_zoom, tops, window
+from zero_lessons.present.step_zoom import SPAN, drawn, floor, plot_zoom, tops, window
 
 SHAPE = MODELS["7.5b"]
 LOSS = timeline_view.at_size(SHAPE, timeline_view.CROSS_ENTROPY_COPIES)["loss"]
@@ -76,3 +76,21 @@ def test_a_zoom_legend_names_only_what_its_columns_draw():
     assert {"fp32 gradients", "optimizer temporaries"} <= end_kinds and end_boundaries
     ends = [t.get_text() for t in plot_zoom(PANELS[1:], "GB", around="end").legends[0].get_texts()]
     assert "fp32 gradients" in ends and "the step's boundaries: no activations" in ends
+
+
+def test_a_zoom_legend_leaves_out_what_lies_wholly_below_its_cut_axis():
+    """At the 7.5 B size the model state fills the bars' bottom, far under the cut: its kinds draw nothing the
+    reader sees, so the legend leaves them out; a kind that reaches above the cut stays in."""
+    kinds, _ = drawn(PANELS[1:])
+    assert not {"weights", "gradients", "optimizer"} & kinds
+    fig = plot_zoom(PANELS[1:], "GB")
+    for ax, panel in zip(fig.axes, PANELS[1:], strict=True):
+        assert ax.get_ylim()[0] == floor(panel)
+        heights = panel.heights("GB")
+        i = panel.timeline.after_forward_index
+        below = sum(row[i] for kind, row in heights.items() if kind in ("weights", "gradients", "optimizer"))
+        assert below < floor(
+            panel
+        )  # the model state's top, the reason its kinds are left out, lies under the axis
+    names = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "activations" in names and "weights" not in names

@@ -65,16 +65,15 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
     for ax, panel in zip(fig.axes, panels, strict=True):
         shown, named = window(panel, around), tops(panel, unit, around)
         totals = [float(v) for v in named.values()]
-        low, high = min(totals), max(totals)
-        floor = max(0.0, low - max(high - low, 0.1 * high))
+        high, cut = max(totals), floor(panel, unit, around)
         ax.set_xlim(shown[0] - 0.6, shown[-1] + 0.6)
-        ax.set_ylim(floor, high + 0.25 * (high - floor))
+        ax.set_ylim(cut, high + 0.25 * (high - cut))
         ax.set_xticks(shown, list(named), fontsize=7.5)
         for x, total in zip(shown, totals, strict=True):
             ax.text(x, total, units.format_number(total, 2), ha="center", va="bottom", fontsize=7, zorder=6,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})  # fmt: skip
         for text in ax.texts[:]:  # a reference line's label, outside the cut y range, would float
-            if text.get_transform() != ax.transData and not floor <= text.get_position()[1] <= high * 1.3:
+            if text.get_transform() != ax.transData and not cut <= text.get_position()[1] <= high * 1.3:
                 text.set_visible(False)
         for line in ax.get_lines():  # the peak's triangle: the dashed line and the totals show the peak here
             if line.get_gid() == "peak bar":
@@ -82,17 +81,29 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
     return fig
 
 
+def floor(panel: Panel, unit: str = "GB", around: str = "loss") -> float:
+    """Where a zoom's y axis starts for `panel`: a little under its columns' lowest top (`tops`)."""
+    totals = [float(v) for v in tops(panel, unit, around).values()]
+    low, high = min(totals), max(totals)
+    return max(0.0, low - max(high - low, 0.1 * high))
+
+
 def drawn(panels, unit: str = "GB", around: str = "loss") -> Shown:
-    """The kinds a zoom's bars hold in its columns, over all `panels`, and whether a boundary phase shows."""
+    """The kinds a zoom's bars show above its cut y axis (`floor`) in its columns, over all `panels`, and
+    whether a boundary phase shows. A kind held only below the cut, as the model state is, is left out."""
     kinds, boundaries = set(), False
     for panel in panels:
         xs, _ = panel.columns()
         at = {x: i for i, x in enumerate(xs)}
-        heights = panel.heights(units.unit_name(unit))
+        heights, cut = panel.heights(units.unit_name(unit)), floor(panel, unit, around)
         for x in window(panel, around):
             i = at.get(
                 x, panel.timeline.after_forward_index
             )  # the loss's column stands on the last forward bar
-            kinds |= {kind for kind, row in heights.items() if row[i]}
+            top = Fraction(0)
+            for kind, row in heights.items():  # bottom to top
+                top += row[i]
+                if row[i] and top > cut:
+                    kinds.add(kind)
             boundaries |= x in at and panel.timeline.phases[i].kind == "boundary"
     return frozenset(kinds), boundaries
