@@ -1,15 +1,14 @@
 """Memory over one step as a figure: the model's parts stacked per phase, measured bytes as markers.
 
-One panel per framework setup (DDP, ZeRO-1, ZeRO-2, ZeRO-3, FSDP2), the phases of the step along
-the x axis. Each bar is the planning model's bytes at that phase, stacked by kind (the paper's model
-states at the bottom, the step's buffers above); a black marker is what the busiest rank measured there,
-and a dashed box on the bar, where given, is how far above the model the measurement may be. A
-stretch the model has no phase for, the loss, may get a column of its own with a hollow marker.
-Grey bands mark the boundaries between passes, where no activations are live (only the model state,
-gradients once the backward pass has made them, and buckets a framework keeps); a dashed line marks the
-model's peak, and a triangle on it the peak's bar, so a long step's peak can be found without a label.
-The figure is a view of numbers computed elsewhere: `Panel.heights` and `Panel.labels` give them
-without drawing, so tests and other renderers read the same values.
+One panel per framework setup (DDP, ZeRO-1, ZeRO-2, ZeRO-3, FSDP2), the phases of the step along the x axis.
+Each bar is the planning model's bytes at that phase, stacked by kind (the paper's model states at the bottom,
+the step's buffers above); a black marker is what the busiest rank measured there, and a dashed box on the
+bar, where given, is how far above the model the measurement may be. A stretch the model has no phase for,
+the loss, may get a column of its own with a hollow marker. Grey bands mark the boundaries between passes,
+where no activations are live (only the model state, gradients once the backward pass has made them, and
+buckets a framework keeps); a dashed line marks the model's peak, and a triangle on it the peak's bar, so a
+long step's peak can be found without a label. The figure is a view of numbers computed elsewhere:
+`Panel.heights` and `Panel.labels` give them without drawing, so tests and other renderers read the same.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from .. import checks, units
 from ..planning.step_parts import AT_THE_LOSS, Timeline
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
-from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, legend
+from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, above, legend
 
 #: Most phases named one by one on the axis; a longer step names its runs instead.
 MAX_LABELLED = 24
@@ -179,8 +178,8 @@ def plot_step(
 ) -> Figure:
     """Stacked bars of the model's parts per phase, one panel per setup, measured bytes as markers.
 
-    `same_scale` gives every panel the tallest's y range; `floor` (in `unit`) starts every y axis there, for
-    thin buffers above a tall model state; `shown` keeps the legend to what `step_zoom`'s columns draw."""
+    `same_scale` gives every panel the tallest's y range; `floor` (in `unit`) starts every y axis there, the
+    legend naming only kinds above it; `shown` keeps the legend to what `step_zoom`'s columns draw."""
     check_panels(panels)
     unit = units.unit_name(unit)
     checks.instance("title", title, str, "text")
@@ -197,6 +196,8 @@ def plot_step(
         for ax in axes:
             ax.set_ylim(0, top)
     _floor(fig, axes, bottom, unit)
+    if bottom and shown is None:
+        shown = frozenset().union(*(above(p, unit, bottom) for p in panels)), True
     legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")

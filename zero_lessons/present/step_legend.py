@@ -25,6 +25,19 @@ LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", 
 Shown = tuple[frozenset[str], bool]
 
 
+def above(panel, unit: str, cut: float, columns=None) -> frozenset[str]:
+    """The kinds whose part of a bar reaches above `cut` (in `unit`) at the phases `columns` (indices, all
+    if None): what a panel whose y axis starts at `cut` shows of its bars."""
+    heights, kinds = panel.heights(unit), set()
+    for i in range(len(panel.timeline.phases)) if columns is None else columns:
+        top = 0
+        for kind, row in heights.items():  # bottom to top
+            top += row[i]
+            if row[i] and top > cut:
+                kinds.add(kind)
+    return frozenset(kinds)
+
+
 def _peak_name(panels) -> str:
     """The peak line's name: the step model's peak, or with the modelled loss where a panel counts it."""
     return (

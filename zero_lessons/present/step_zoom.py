@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .. import checks, units
 from .step_figure import Panel, check_panels, plot_step, short_name
-from .step_legend import Shown
+from .step_legend import Shown, above
 
 #: What a zoom can be around: the loss's column, or the step's end.
 AROUND = ("loss", "end")
@@ -95,15 +95,9 @@ def drawn(panels, unit: str = "GB", around: str = "loss") -> Shown:
     for panel in panels:
         xs, _ = panel.columns()
         at = {x: i for i, x in enumerate(xs)}
-        heights, cut = panel.heights(units.unit_name(unit)), floor(panel, unit, around)
-        for x in window(panel, around):
-            i = at.get(
-                x, panel.timeline.after_forward_index
-            )  # the loss's column stands on the last forward bar
-            top = Fraction(0)
-            for kind, row in heights.items():  # bottom to top
-                top += row[i]
-                if row[i] and top > cut:
-                    kinds.add(kind)
-            boundaries |= x in at and panel.timeline.phases[i].kind == "boundary"
+        shown = window(panel, around)
+        # the loss's column stands on the last forward bar
+        columns = [at.get(x, panel.timeline.after_forward_index) for x in shown]
+        kinds |= above(panel, units.unit_name(unit), floor(panel, unit, around), columns)
+        boundaries |= any(x in at and panel.timeline.phases[at[x]].kind == "boundary" for x in shown)
     return frozenset(kinds), boundaries
