@@ -10,7 +10,8 @@ The parts:
 - for lesson 12: `precision` (bf16 against fp16), `fsdp` (ZeRO's stages against PyTorch's equivalents),
   `source` (the script's functions as a listing);
 - for lesson 13: `keys` (the config keys that matter, with numbers), `baseline` (the example those numbers
-  start from), both on `example` (the 7.5 B GPT on 8 GPUs, one step per knob setting, built once).
+  start from), both on `example` (the 7.5 B GPT on 8 GPUs, one step per knob setting, built once), and
+  `spelled` (the example's config with every priced key written out).
 """
 
 from .launcher import RankReport, RunError, RunReport, launch
