@@ -76,6 +76,7 @@ def test_a_zoom_legend_names_only_what_its_columns_draw():
     assert {"fp32 gradients", "optimizer temporaries"} <= end_kinds and end_boundaries
     ends = [t.get_text() for t in plot_zoom(PANELS[1:], "GB", around="end").legends[0].get_texts()]
     assert "fp32 gradients" in ends and "the step's boundaries: no activations" in ends
+    assert "the loss, after the forward pass" not in ends  # the step's end shows no loss column
 
 
 def test_a_zoom_legend_leaves_out_what_lies_wholly_below_its_cut_axis():

@@ -197,7 +197,7 @@ def plot_step(
             ax.set_ylim(0, top)
     _floor(fig, axes, bottom, unit)
     if bottom and shown is None:
-        shown = frozenset().union(*(above(p, unit, bottom) for p in panels)), True
+        shown = frozenset().union(*(above(p, unit, bottom) for p in panels), {"loss"}), True
     legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")

@@ -21,7 +21,8 @@ LEGEND_DEPTH, LEGEND_ROW = 3, 0.13
 LEGEND_ROWS = LEGEND_DEPTH + 1
 #: The legend's groups, one heading each: the paper's model state, the step's buffers, the marks.
 LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", "marks")
-#: What a figure of some columns draws: the kinds in its bars, and whether it shows a boundary phase.
+#: What a figure of some columns draws: the kinds in its bars ("loss" where the loss's column shows), and
+#: whether it shows a boundary phase.
 Shown = tuple[frozenset[str], bool]
 
 
@@ -93,7 +94,7 @@ def _groups(panels, unit: str, shown: Shown | None = None) -> tuple[list, list, 
         marks.append(
             (plt.Line2D([], [], ls="none", marker="D", ms=4, color="black"), "measured, busiest rank")
         )
-    if any(p.model_loss is not None for p in panels):
+    if any(p.model_loss is not None for p in panels) and (shown is None or "loss" in kinds_shown):
         buffers.append((plt.Rectangle((0, 0), 1, 1, **LOSS_STYLE), "the loss, after the forward pass"))
     if any(p.loss is not None for p in panels):
         hollow = plt.Line2D([], [], ls="none", marker="D", ms=4, mfc="white", mec="black")

@@ -93,9 +93,11 @@ def drawn(panels, unit: str = "GB", around: str = "loss") -> Shown:
     whether a boundary phase shows. A kind held only below the cut, as the model state is, is left out."""
     kinds, boundaries = set(), False
     for panel in panels:
-        xs, _ = panel.columns()
+        xs, loss_x = panel.columns()
         at = {x: i for i, x in enumerate(xs)}
         shown = window(panel, around)
+        if loss_x in shown:
+            kinds.add("loss")
         # the loss's column stands on the last forward bar
         columns = [at.get(x, panel.timeline.after_forward_index) for x in shown]
         kinds |= above(panel, units.unit_name(unit), floor(panel, unit, around), columns)
