@@ -72,6 +72,7 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
         for x, total in zip(shown, totals, strict=True):
             ax.text(x, total, units.format_number(total, 2), ha="center", va="bottom", fontsize=7, zorder=6,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})  # fmt: skip
+        _note_hidden(ax, panel, unit, around, cut)
         for text in ax.texts[:]:  # a reference line's label, outside the cut y range, would float
             if text.get_transform() != ax.transData and not cut <= text.get_position()[1] <= high * 1.3:
                 text.set_visible(False)
@@ -79,6 +80,34 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
             if line.get_gid() == "peak bar":
                 line.set_visible(False)
     return fig
+
+
+def _note_hidden(ax, panel: Panel, unit: str, around: str, cut: float) -> None:
+    """Write, at the foot of each column, the model state it holds beyond the window's least where the cut
+    axis hides it (`hidden_rise`): unwritten, that rise would read as the visible parts growing."""
+    style = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.8}
+    for x, rise in zip(window(panel, around), hidden_rise(panel, unit, around).values(), strict=True):
+        if rise:
+            words = f"+{units.format_number(float(rise), 2)} {unit} of model state\nbelow the axis"
+            ax.text(
+                x, cut, words, ha="center", va="bottom", fontsize=6.5, zorder=6, color="#222222", bbox=style
+            )
+
+
+def hidden_rise(panel: Panel, unit: str = "GB", around: str = "loss") -> dict[str, Fraction]:
+    """Each shown column's model state (weights, gradients, optimizer state) above the least any shown column
+    holds, where the model state lies wholly under the zoom's cut axis (`floor`), else 0; named as `tops`
+    names the columns. A gradient partition that arrives in the window is such a rise."""
+    size, cut = units.unit_size(units.unit_name(unit)), floor(panel, unit, around)
+    xs, _ = panel.columns()
+    at = {x: phase for x, phase in zip(xs, panel.timeline.phases, strict=True)}
+    after = panel.timeline.after_forward
+    state = {
+        name: Fraction((at.get(x) or after).model_state) / size
+        for x, name in zip(window(panel, around), tops(panel, unit, around), strict=True)
+    }
+    least = min(state.values())
+    return {name: (v - least if max(state.values()) <= cut else Fraction(0)) for name, v in state.items()}
 
 
 def floor(panel: Panel, unit: str = "GB", around: str = "loss") -> float:
