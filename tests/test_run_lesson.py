@@ -153,3 +153,24 @@ def test_deepspeeds_stage_3_checks_for_overflow_only_under_fp16():
     source = pathlib.Path(need_module("deepspeed.runtime.zero.stage3").__file__).read_text()
     assert "if self.dtype == torch.float16:\n            self.check_overflow()" in source
     assert "self.inf_or_nan_tracker: Tensor = torch.zeros(1, dtype=torch.bool" in source
+
+
+def test_the_peak_table_splits_by_stage_without_saying_the_stage_in_every_cell():
+    """Lesson 13 shows stage 2's keys and stage 3's apart: each key once, the same numbers as the mixed table,
+    with the stage said by the table, not by every cell."""
+    from zero_lessons.run import keys
+
+    table = keys.KeyTable()
+    mixed = {r[0]: r for r in table.effects("peak").rows}
+    split = {stage: table.effects("peak", stage=stage).rows for stage in (2, 3)}
+    assert sorted(r[0] for rows in split.values() for r in rows) == sorted(mixed)
+    for stage, rows in split.items():
+        for row in rows:
+            assert all(f"stage {stage}:" not in cell for cell in row[3:]), row
+            assert mixed[row[0]][3] == f"stage {stage}: {row[3]}"
+            assert mixed[row[0]][4] == f"peak per GPU at stage {stage}: {row[4]}"
+    assert {r[0] for r in split[3]} == {k.path for k in keys.KEYS if k.stage == 3 and k.measure == "peak"}
+    with pytest.raises(ValueError, match="stage must be one of 2, 3, got '4'"):
+        table.effects("peak", stage=4)
+    with pytest.raises(TypeError, match="stage must be one of 2, 3"):
+        table.effects("peak", stage=2.0)

@@ -119,6 +119,11 @@ def _with_loss(key: Key) -> str:
     return f"stage {key.stage}: " + " → ".join(at)
 
 
+def _unsaid(cell: str, prefixes: tuple[str, ...]) -> str:
+    """`cell` without the first of `prefixes` it starts with: a table of one stage need not say it."""
+    return next((cell.removeprefix(p) for p in prefixes if cell.startswith(p)), cell)
+
+
 def _gb(value) -> str:
     """Bytes as decimal GB with two decimals."""
     return f"{float(Fraction(value) / units.GB):.2f} GB"
@@ -232,18 +237,22 @@ class KeyTable:
             raise ValueError(f"path must be one of {', '.join(k.path for k in self.keys)}, got {path!r}")
         return found[0]
 
-    def effects(self, measure: str | None = None) -> Table:
+    def effects(self, measure: str | None = None, stage: int | None = None) -> Table:
         """Each key's default → tried value, what it does, and the package's numbers at the two values; with
         `measure`, only the keys whose numbers are the peak per GPU ("peak": the peak with the loss counted,
-        then without it) or the rest ("other")."""
+        then without it) or the rest ("other"); with `stage` (2 or 3), only its keys, the stage unsaid."""
         keep = MEASURES if measure is None else (checks.choice("measure", measure, MEASURES),)
+        if stage is not None:
+            stage = int(checks.choice("stage", str(stage) if type(stage) is int else stage, ("2", "3")))
         picked = [(k, r) for k, r in zip(self.keys, self.rows, strict=True) if k.measure in keep]
+        picked = [(k, r) for k, r in picked if stage in (None, k.stage)]
         head = ("key", "DeepSpeed default → tried", "what it does", "numbers: default → tried")
         rows = [(r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for _, r in picked]
         if measure == "peak":  # the peak to plan with first, then the one that shows where a knob acts
             head = (*head[:3], "peak with the loss: plan with it", "without the loss: where the knob acts")
             rows = [(*r[:3], _with_loss(k), r[3]) for r, (k, _) in zip(rows, picked, strict=True)]
-        return Table(head, tuple(rows))
+        said = (f"peak per GPU at stage {stage}: ", f"stage {stage}: ") if stage else ()
+        return Table(head, tuple(tuple(_unsaid(c, said) for c in r) for r in rows))
 
     def __repr__(self) -> str:
         return "\n".join(" | ".join(row) for row in [list(HEAD), *self.rows])
