@@ -505,3 +505,23 @@ def test_a_floored_legend_names_only_the_kinds_that_reach_above_the_floor():
     ]
     assert "weights" not in names and "optimizer state" in names
     assert "weights" in [t.get_text() for t in plot_step([panel], "B").legends[0].get_texts()]
+
+
+def test_a_floor_writes_what_grows_under_it_at_the_foot_of_its_column():
+    """Lesson 10's ZeRO-2 panel from 30 kB: the gradient partition arrives under the cut and lifts the
+    optimizer state above it; the figure says so where it arrives, and nowhere without a floor."""
+    from zero_lessons.present.step_floor import rises
+
+    panel = Panel("ZeRO-2", timeline(TINY, DeepSpeed(stage=2), 2))
+    weights = float(max(panel.heights("B")["weights"]))
+    cut = weights + float(max(panel.heights("B")["gradients"])) + 1  # the weights and the partition under it
+    found = rises(panel, "B", cut, range(len(panel.timeline.phases)))
+    assert len(found) == 1 and list(found.values())[0] == (
+        max(panel.heights("B")["gradients"]),
+        ("gradients",),
+    )
+    (phase,) = found
+    assert phase == next(i for i, g in enumerate(panel.heights("B")["gradients"]) if g)  # where it arrives
+    notes = [t for t in plot_step([panel], "B", floor=cut).axes[0].texts if "below the axis" in t.get_text()]
+    assert len(notes) == 1 and notes[0].get_position()[1] == cut
+    assert not [t for t in plot_step([panel], "B").axes[0].texts if "below the axis" in t.get_text()]

@@ -9,7 +9,8 @@ from zero_lessons.lab import timeline_view
 from zero_lessons.planning import DeepSpeed, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.present.step_figure import Panel
-from zero_lessons.present.step_zoom import SPAN, drawn, floor, hidden_rise, plot_zoom, tops, window
+from zero_lessons.present.step_floor import rises
+from zero_lessons.present.step_zoom import SPAN, drawn, floor, plot_zoom, tops, window
 
 SHAPE = MODELS["7.5b"]
 LOSS = timeline_view.at_size(SHAPE, timeline_view.CROSS_ENTROPY_COPIES)["loss"]
@@ -97,18 +98,23 @@ def test_a_zoom_legend_leaves_out_what_lies_wholly_below_its_cut_axis():
     assert "activations" in names and "weights" not in names
 
 
-def test_a_rise_in_the_model_state_below_the_cut_axis_is_written_on_its_column():
+def test_a_rise_below_the_cut_axis_is_written_where_it_happens():
     """A small reduce bucket brings stage 2's gradient partition into block 32's backward pass. It sits in the
-    bar's bottom, under the cut, so the zoom writes it there: else the activations above it would seem to
-    grow."""
+    bar's bottom, under the cut, so the zoom writes it there, once: else the activations above it would seem
+    to grow."""
     knobs = DeepSpeed(stage=2, reduce_bucket_size=50_000_000)
     small = Panel("5e7", timeline(transformer_model(SHAPE), knobs, 8), model_loss=LOSS)
-    rise = hidden_rise(small)
     partition = Fraction(2 * transformer_model(SHAPE).params // 8) / 10**9
-    assert rise == {"fwd block 31": 0, "fwd block 32": 0, "loss": 0, "bwd block 32": partition,
-                    "bwd block 31": partition}  # fmt: skip
-    assert set(hidden_rise(PANELS[1]).values()) == {0}  # by default the partition arrives at block 30
+    line = small.timeline
+    order = [
+        line.phases.index(line.phase(n))
+        for n in ("forward block 32", "backward block 32", "backward block 31")
+    ]
+    assert rises(small, "GB", floor(small), order) == {order[1]: (partition, ("gradients",))}
+    assert (
+        rises(PANELS[1], "GB", floor(PANELS[1]), order) == {}
+    )  # by default the partition arrives at block 30
     written = [
         t.get_text() for t in plot_zoom([small], "GB").axes[0].texts if "below the axis" in t.get_text()
     ]
-    assert written == ["+1.87 GB of model state\nbelow the axis"] * 2
+    assert written == ["+1.87 GB\ngradients\nbelow the axis"]

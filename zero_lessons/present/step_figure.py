@@ -24,6 +24,7 @@ from .. import checks, units
 from ..planning.step_parts import AT_THE_LOSS, Timeline
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
+from .step_floor import apply_floor
 from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, above, legend
 
 #: Most phases named one by one on the axis; a longer step names its runs instead.
@@ -195,7 +196,7 @@ def plot_step(
         top = max(ax.get_ylim()[1] for ax in axes)
         for ax in axes:
             ax.set_ylim(0, top)
-    _floor(fig, axes, bottom, unit)
+    apply_floor(fig, axes, panels, bottom, unit)
     if bottom and shown is None:
         shown = frozenset().union(*(above(p, unit, bottom) for p in panels), {"loss"}), True
     legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown)
@@ -204,17 +205,6 @@ def plot_step(
     fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / height), h_pad=0.5)
     plt.close(fig)
     return fig
-
-
-def _floor(fig: Figure, axes, bottom: float, unit: str) -> None:
-    """Start every y axis at `bottom` (none if 0); at or above a panel's top, close the figure and raise."""
-    for ax in axes if bottom else ():
-        if bottom >= ax.get_ylim()[1]:
-            plt.close(fig)
-            raise ValueError(
-                f"floor must be below the panel's top, {ax.get_ylim()[1]:.3g} {unit}, got {bottom:g}"
-            )
-        ax.set_ylim(bottom, ax.get_ylim()[1])
 
 
 #: the red triangle over the peak's bar, drawn unclipped above the axes if need be

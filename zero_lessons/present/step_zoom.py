@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from .. import checks, units
 from .step_figure import Panel, check_panels, plot_step, short_name
+from .step_floor import note_rises
 from .step_legend import Shown, above
 
 #: What a zoom can be around: the loss's column, or the step's end.
@@ -72,7 +73,9 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
         for x, total in zip(shown, totals, strict=True):
             ax.text(x, total, units.format_number(total, 2), ha="center", va="bottom", fontsize=7, zorder=6,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})  # fmt: skip
-        _note_hidden(ax, panel, unit, around, cut)
+        xs, _ = panel.columns()
+        at = {x: i for i, x in enumerate(xs)}  # the loss's column stands on the last forward bar
+        note_rises(ax, panel, unit, cut, {at.get(x, panel.timeline.after_forward_index): x for x in shown})
         for text in ax.texts[:]:  # a reference line's label, outside the cut y range, would float
             if text.get_transform() != ax.transData and not cut <= text.get_position()[1] <= high * 1.3:
                 text.set_visible(False)
@@ -80,34 +83,6 @@ def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -
             if line.get_gid() == "peak bar":
                 line.set_visible(False)
     return fig
-
-
-def _note_hidden(ax, panel: Panel, unit: str, around: str, cut: float) -> None:
-    """Write, at the foot of each column, the model state it holds beyond the window's least where the cut
-    axis hides it (`hidden_rise`): unwritten, that rise would read as the visible parts growing."""
-    style = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.8}
-    for x, rise in zip(window(panel, around), hidden_rise(panel, unit, around).values(), strict=True):
-        if rise:
-            words = f"+{units.format_number(float(rise), 2)} {unit} of model state\nbelow the axis"
-            ax.text(
-                x, cut, words, ha="center", va="bottom", fontsize=6.5, zorder=6, color="#222222", bbox=style
-            )
-
-
-def hidden_rise(panel: Panel, unit: str = "GB", around: str = "loss") -> dict[str, Fraction]:
-    """Each shown column's model state (weights, gradients, optimizer state) above the least any shown column
-    holds, where the model state lies wholly under the zoom's cut axis (`floor`), else 0; named as `tops`
-    names the columns. A gradient partition that arrives in the window is such a rise."""
-    size, cut = units.unit_size(units.unit_name(unit)), floor(panel, unit, around)
-    xs, _ = panel.columns()
-    at = {x: phase for x, phase in zip(xs, panel.timeline.phases, strict=True)}
-    after = panel.timeline.after_forward
-    state = {
-        name: Fraction((at.get(x) or after).model_state) / size
-        for x, name in zip(window(panel, around), tops(panel, unit, around), strict=True)
-    }
-    least = min(state.values())
-    return {name: (v - least if max(state.values()) <= cut else Fraction(0)) for name, v in state.items()}
 
 
 def floor(panel: Panel, unit: str = "GB", around: str = "loss") -> float:

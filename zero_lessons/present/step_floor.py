@@ -1,0 +1,66 @@
+"""A step figure whose y axes start above 0 (`plot_step(floor=)`, `step_zoom.plot_zoom`): what the cut
+hides.
+
+Below the cut the reader sees no colour, so a part of a bar that lies wholly under it and grows from one
+column to the next (stage 2's gradient partition, arriving in the backward pass) would read as the parts above
+it growing. `rises` finds those steps and `note_rises` writes each at the foot of its column, with the kinds
+that grew.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from .. import units
+from .step_legend import STACK
+
+#: The note's box: white, a little see-through, so a bar's colour shows at its edge.
+NOTE = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.8}
+
+
+def hidden(panel, unit: str, cut: float, phase: int) -> dict[str, Fraction]:
+    """The kinds of `panel`'s bar at `phase` (an index) that lie wholly under `cut`, in `unit`, bottom
+    first."""
+    top, under = Fraction(0), {}
+    for kind, row in panel.heights(unit).items():  # bottom to top
+        top += row[phase]
+        if row[phase] and top <= cut:
+            under[kind] = row[phase]
+    return under
+
+
+def rises(panel, unit: str, cut: float, phases) -> dict[int, tuple[Fraction, tuple[str, ...]]]:
+    """Where the hidden part grows from one of `phases` (indices, in the figure's order) to the next: the
+    phase, the rise in `unit` and the kinds that grew, in stacking order."""
+    found, before = {}, None
+    for phase in phases:
+        now = hidden(panel, unit, cut, phase)
+        if before is not None and sum(now.values()) > sum(before.values()):
+            grew = tuple(k for k in STACK if now.get(k, 0) > before.get(k, 0))
+            found[phase] = (sum(now.values()) - sum(before.values()), grew)
+        before = now
+    return found
+
+
+def note_rises(ax, panel, unit: str, cut: float, columns: dict[int, float]) -> None:
+    """Write each of `rises` at the foot of its column; `columns` maps each phase shown to its x position."""
+    for phase, (rise, grew) in rises(panel, unit, cut, list(columns)).items():
+        words = f"+{units.format_number(float(rise), 2)} {unit}\n{', '.join(grew)}\nbelow the axis"
+        ax.text(columns[phase], cut, words, ha="center", va="bottom", fontsize=6, zorder=6, bbox=NOTE)
+
+
+def apply_floor(fig: Figure, axes, panels, bottom: float, unit: str) -> None:
+    """Start every y axis at `bottom` (none if 0) and note what it hides; at or above a panel's top, close the
+    figure and raise."""
+    for ax, panel in zip(axes, panels, strict=True) if bottom else ():
+        if bottom >= ax.get_ylim()[1]:
+            plt.close(fig)
+            raise ValueError(
+                f"floor must be below the panel's top, {ax.get_ylim()[1]:.3g} {unit}, got {bottom:g}"
+            )
+        ax.set_ylim(bottom, ax.get_ylim()[1])
+        xs, _ = panel.columns()
+        note_rises(ax, panel, unit, bottom, dict(enumerate(xs)))
