@@ -174,3 +174,17 @@ def test_the_peak_table_splits_by_stage_without_saying_the_stage_in_every_cell()
         table.effects("peak", stage=4)
     with pytest.raises(TypeError, match="stage must be one of 2, 3"):
         table.effects("peak", stage=2.0)
+
+
+def test_the_offload_row_leads_with_what_deepspeeds_code_sends():
+    """Lesson 13 plans the link with DeepSpeed's code (fp32 gradients down): the row gives that first."""
+    from zero_lessons.planning import offload
+    from zero_lessons.run import keys
+    from zero_lessons.run.example import GPUS, SHAPE
+
+    psi = keys.transformer_model(SHAPE).params
+    row = keys.numbers(keys.KeyTable().get("zero_optimization.offload_optimizer.device"))
+    code, ours = offload.deepspeed_pcie_bytes(psi, GPUS, 2), offload.link_bytes(psi, GPUS, 2)
+    assert code > ours and code == ours * 3 / 2  # fp32 gradients down: 4 + 2 bytes per element against 2 + 2
+    assert f"over the link per step {float(code / 10**9):.2f} GB by DeepSpeed's code" in row
+    assert f"({float(ours / 10**9):.2f} GB by the package's count)" in row

@@ -172,18 +172,18 @@ def numbers(key: Key) -> str:
             f"dtype: {_gb(4 * sends)} → {_gb(2 * sends)}"
         )
     if key.path.endswith("offload_optimizer.device"):
-        gpu, host = offload.offloaded(psi, GPUS, Stage(2))
-        held = memory.per_gpu(psi, GPUS, Stage(2)).total
-        link = offload.link_bytes(psi, GPUS, Stage(2))
+        two = (psi, GPUS, Stage(2))
+        gpu, held = offload.offloaded(*two)[0], memory.per_gpu(*two).total
+        link, code = offload.link_bytes(*two), offload.deepspeed_pcie_bytes(*two)
         return (
-            f"stage 2 model state per GPU: {_gb(held)} → {_gb(gpu.total)}; {_gb(link)} over the link per step"
+            f"stage 2 model state per GPU: {_gb(held)} → {_gb(gpu.total)}; over the link per step "
+            f"{_gb(code)} by DeepSpeed's code ({_gb(link)} by the package's count)"
         )
     if key.path.endswith("pin_memory"):
         return "no change on the GPU; the host buffers are page-locked"
     shown = f"peak per GPU at stage {key.stage}: {_gb(peak(key, key.default))} → {_gb(peak(key, key.tried))}"
     if key.path.endswith("contiguous_gradients"):
-        on, off = peak_parts(key, key.default), peak_parts(key, key.tried)
-        wait = "unreduced gradients"
+        (on, off), wait = (peak_parts(key, v) for v in (key.default, key.tried)), "unreduced gradients"
         return (
             f"{shown}: the {_gb(on['gradient buckets'])} bucket goes; {_gb(on[wait])} → {_gb(off[wait])} of "
             f"gradients wait"
