@@ -489,6 +489,8 @@ def test_a_floor_starts_every_y_axis_above_zero_and_must_stay_below_the_top():
     top = plot_step([panel], "B").axes[0].get_ylim()[1]
     cut = plot_step([panel], "B", floor=top / 2).axes[0]
     assert cut.get_ylim() == (top / 2, top)
+    shown = [t for t in cut.get_yticks() if top / 2 <= t <= top]
+    assert len(shown) >= 4  # a cut axis is read by its ticks, so it gets several
     with pytest.raises(ValueError, match="floor must be below the panel's top"):
         plot_step([panel], "B", floor=top * 2)
     with pytest.raises((TypeError, ValueError), match="floor"):

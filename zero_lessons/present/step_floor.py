@@ -13,6 +13,7 @@ from fractions import Fraction
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .. import units
 from .step_legend import STACK
@@ -53,8 +54,8 @@ def note_rises(ax, panel, unit: str, cut: float, columns: dict[int, float]) -> N
 
 
 def apply_floor(fig: Figure, axes, panels, bottom: float, unit: str) -> None:
-    """Start every y axis at `bottom` (none if 0) and note what it hides; at or above a panel's top, close the
-    figure and raise."""
+    """Start every y axis at `bottom` (none if 0), with ticks enough to read a cut axis by, and note what it
+    hides; at or above a panel's top, close the figure and raise."""
     for ax, panel in zip(axes, panels, strict=True) if bottom else ():
         if bottom >= ax.get_ylim()[1]:
             plt.close(fig)
@@ -62,5 +63,8 @@ def apply_floor(fig: Figure, axes, panels, bottom: float, unit: str) -> None:
                 f"floor must be below the panel's top, {ax.get_ylim()[1]:.3g} {unit}, got {bottom:g}"
             )
         ax.set_ylim(bottom, ax.get_ylim()[1])
+        ax.yaxis.set_major_locator(
+            MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10])
+        )  # a cut axis needs its ticks
         xs, _ = panel.columns()
         note_rises(ax, panel, unit, bottom, dict(enumerate(xs)))
