@@ -118,3 +118,16 @@ def test_a_rise_below_the_cut_axis_is_written_where_it_happens():
         t.get_text() for t in plot_zoom([small], "GB").axes[0].texts if "below the axis" in t.get_text()
     ]
     assert written == ["+1.87 GB\ngradients\nbelow the axis"]
+
+
+def test_same_floor_starts_every_panel_at_the_lowest_floor():
+    """Lesson 11's step's end: with one floor, equal bars (ZeRO-1's and ZeRO-2's 28.10 GB before the step)
+    look equal across panels; without it each panel cuts at its own height."""
+    own = [ax.get_ylim()[0] for ax in plot_zoom(PANELS, "GB", around="end").axes[: len(PANELS)]]
+    same = [
+        ax.get_ylim()[0] for ax in plot_zoom(PANELS, "GB", around="end", same_floor=True).axes[: len(PANELS)]
+    ]
+    assert len(set(own)) > 1 and same == [min(own)] * len(PANELS)
+    assert own == [floor(p, around="end") for p in PANELS]
+    with pytest.raises(TypeError, match="same_floor must be True or False"):
+        plot_zoom(PANELS, "GB", same_floor="yes")

@@ -56,17 +56,23 @@ def tops(panel: Panel, unit: str = "GB", around: str = "loss") -> dict[str, Frac
     return out
 
 
-def plot_zoom(panels, unit: str = "GB", title: str = "", around: str = "loss") -> Figure:
+def plot_zoom(
+    panels, unit: str = "GB", title: str = "", around: str = "loss", same_floor: bool = False
+) -> Figure:
     """`plot_step`'s panels, each showing only `window`'s columns, its y axis from a little under their
-    lowest top, and each column's total written above it."""
+    lowest top (with `same_floor`, every panel's from the lowest of those), and each column's total written
+    above it."""
     checks.instance("title", title, str, "text")
+    checks.instance("same_floor", same_floor, bool, "True or False")
     check_panels(panels)  # before `drawn` walks them
-    kinds = drawn(panels, unit, around)  # the legend keeps to what the cut columns draw
+    cuts = [floor(p, unit, around) for p in panels]
+    cuts = [min(cuts)] * len(cuts) if same_floor else cuts
+    kinds = drawn(panels, unit, around, cuts)  # the legend keeps to what the cut columns draw
     fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds)  # with room for a title
-    for ax, panel in zip(fig.axes, panels, strict=True):
+    for ax, panel, cut in zip(fig.axes, panels, cuts, strict=True):
         shown, named = window(panel, around), tops(panel, unit, around)
         totals = [float(v) for v in named.values()]
-        high, cut = max(totals), floor(panel, unit, around)
+        high = max(totals)
         ax.set_xlim(shown[0] - 0.6, shown[-1] + 0.6)
         ax.set_ylim(cut, high + 0.25 * (high - cut))
         ax.set_xticks(shown, list(named), fontsize=7.5)
@@ -92,11 +98,13 @@ def floor(panel: Panel, unit: str = "GB", around: str = "loss") -> float:
     return max(0.0, low - max(high - low, 0.1 * high))
 
 
-def drawn(panels, unit: str = "GB", around: str = "loss") -> Shown:
-    """The kinds a zoom's bars show above its cut y axis (`floor`) in its columns, over all `panels`, and
-    whether a boundary phase shows. A kind held only below the cut, as the model state is, is left out."""
+def drawn(panels, unit: str = "GB", around: str = "loss", cuts=None) -> Shown:
+    """The kinds a zoom's bars show above its cut y axes (`cuts`, one per panel; `floor` by default) in its
+    columns, over all `panels`, and whether a boundary phase shows. A kind held only below the cut, as the
+    model state is, is left out."""
     kinds, boundaries = set(), False
-    for panel in panels:
+    cuts = [floor(p, unit, around) for p in panels] if cuts is None else cuts
+    for panel, cut in zip(panels, cuts, strict=True):
         xs, loss_x = panel.columns()
         at = {x: i for i, x in enumerate(xs)}
         shown = window(panel, around)
@@ -104,6 +112,6 @@ def drawn(panels, unit: str = "GB", around: str = "loss") -> Shown:
             kinds.add("loss")
         # the loss's column stands on the last forward bar
         columns = [at.get(x, panel.timeline.after_forward_index) for x in shown]
-        kinds |= above(panel, units.unit_name(unit), floor(panel, unit, around), columns)
+        kinds |= above(panel, units.unit_name(unit), cut, columns)
         boundaries |= any(x in at and panel.timeline.phases[at[x]].kind == "boundary" for x in shown)
     return frozenset(kinds), boundaries
