@@ -16,29 +16,23 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from .. import units
-from .step_legend import STACK
+from .step_legend import STACK, stacked
 
 #: The note's box: white, a little see-through, so a bar's colour shows at its edge.
 NOTE = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.8}
 
 
-def hidden(panel, unit: str, cut: float, phase: int) -> dict[str, Fraction]:
-    """The kinds of `panel`'s bar at `phase` (an index) that lie wholly under `cut`, in `unit`, bottom
-    first."""
-    top, under = Fraction(0), {}
-    for kind, row in panel.heights(unit).items():  # bottom to top
-        top += row[phase]
-        if row[phase] and top <= cut:
-            under[kind] = row[phase]
-    return under
+def _hidden(heights: dict, cut: float, phase: int) -> dict[str, Fraction]:
+    """The kinds of the bar at `phase` (an index) that lie wholly under `cut`, bottom first."""
+    return {kind: height for kind, height, top in stacked(heights, phase) if top <= cut}
 
 
 def rises(panel, unit: str, cut: float, phases) -> dict[int, tuple[Fraction, tuple[str, ...]]]:
     """Where the hidden part grows from one of `phases` (indices, in the figure's order) to the next: the
     phase, the rise in `unit` and the kinds that grew, in stacking order."""
-    found, before = {}, None
+    heights, found, before = panel.heights(unit), {}, None
     for phase in phases:
-        now = hidden(panel, unit, cut, phase)
+        now = _hidden(heights, cut, phase)
         if before is not None and sum(now.values()) > sum(before.values()):
             grew = tuple(k for k in STACK if now.get(k, 0) > before.get(k, 0))
             found[phase] = (sum(now.values()) - sum(before.values()), grew)
@@ -46,11 +40,16 @@ def rises(panel, unit: str, cut: float, phases) -> dict[int, tuple[Fraction, tup
     return found
 
 
-def note_rises(ax, panel, unit: str, cut: float, columns: dict[int, float]) -> None:
-    """Write each of `rises` at the foot of its column; `columns` maps each phase shown to its x position."""
-    for phase, (rise, grew) in rises(panel, unit, cut, list(columns)).items():
+def note_rises(ax, panel, unit: str, cut: float, columns) -> None:
+    """Write each of `rises` at the foot of its column; `columns` gives each column shown as (phase index, x
+    position), in the figure's order (two columns may stand on one phase: the loss's on the forward pass's
+    end; a rise is written at the first)."""
+    x_of: dict[int, float] = {}
+    for phase, x in columns:
+        x_of.setdefault(phase, x)
+    for phase, (rise, grew) in rises(panel, unit, cut, [phase for phase, _ in columns]).items():
         words = f"+{units.format_number(float(rise), 2)} {unit}\n{', '.join(grew)}\nbelow the axis"
-        ax.text(columns[phase], cut, words, ha="center", va="bottom", fontsize=6, zorder=6, bbox=NOTE)
+        ax.text(x_of[phase], cut, words, ha="center", va="bottom", fontsize=6, zorder=6, bbox=NOTE)
 
 
 def apply_floor(fig: Figure, axes, panels, bottom: float, unit: str) -> None:
@@ -67,4 +66,4 @@ def apply_floor(fig: Figure, axes, panels, bottom: float, unit: str) -> None:
             MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10])
         )  # a cut axis needs its ticks
         xs, _ = panel.columns()
-        note_rises(ax, panel, unit, bottom, dict(enumerate(xs)))
+        note_rises(ax, panel, unit, bottom, list(enumerate(xs)))

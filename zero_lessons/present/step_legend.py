@@ -26,17 +26,22 @@ LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", 
 Shown = tuple[frozenset[str], bool]
 
 
+def stacked(heights: dict, phase: int):
+    """Each kind a bar holds at `phase` (an index of `Panel.heights`' rows), bottom to top: (kind, its
+    height, the top of its part)."""
+    top = 0
+    for kind, row in heights.items():  # bottom to top
+        if row[phase]:
+            top += row[phase]
+            yield kind, row[phase], top
+
+
 def above(panel, unit: str, cut: float, columns=None) -> frozenset[str]:
     """The kinds whose part of a bar reaches above `cut` (in `unit`) at the phases `columns` (indices, all
     if None): what a panel whose y axis starts at `cut` shows of its bars."""
-    heights, kinds = panel.heights(unit), set()
-    for i in range(len(panel.timeline.phases)) if columns is None else columns:
-        top = 0
-        for kind, row in heights.items():  # bottom to top
-            top += row[i]
-            if row[i] and top > cut:
-                kinds.add(kind)
-    return frozenset(kinds)
+    heights = panel.heights(unit)
+    phases = range(len(panel.timeline.phases)) if columns is None else columns
+    return frozenset(kind for i in phases for kind, _, top in stacked(heights, i) if top > cut)
 
 
 def _peak_name(panels) -> str:

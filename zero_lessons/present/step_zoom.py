@@ -65,12 +65,13 @@ def plot_zoom(
     checks.instance("title", title, str, "text")
     checks.instance("same_floor", same_floor, bool, "True or False")
     check_panels(panels)  # before `drawn` walks them
-    cuts = [floor(p, unit, around) for p in panels]
+    every = [tops(p, unit, around) for p in panels]  # each panel's columns, named, and their totals
+    cuts = [_cut(named.values()) for named in every]
     cuts = [min(cuts)] * len(cuts) if same_floor else cuts
     kinds = drawn(panels, unit, around, cuts)  # the legend keeps to what the cut columns draw
     fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds)  # with room for a title
-    for ax, panel, cut in zip(fig.axes, panels, cuts, strict=True):
-        shown, named = window(panel, around), tops(panel, unit, around)
+    for ax, panel, cut, named in zip(fig.axes, panels, cuts, every, strict=True):
+        shown = window(panel, around)
         totals = [float(v) for v in named.values()]
         high = max(totals)
         ax.set_xlim(shown[0] - 0.6, shown[-1] + 0.6)
@@ -79,9 +80,7 @@ def plot_zoom(
         for x, total in zip(shown, totals, strict=True):
             ax.text(x, total, units.format_number(total, 2), ha="center", va="bottom", fontsize=7, zorder=6,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})  # fmt: skip
-        xs, _ = panel.columns()
-        at = {x: i for i, x in enumerate(xs)}  # the loss's column stands on the last forward bar
-        note_rises(ax, panel, unit, cut, {at.get(x, panel.timeline.after_forward_index): x for x in shown})
+        note_rises(ax, panel, unit, cut, _phases(panel, around))
         for text in ax.texts[:]:  # a reference line's label, outside the cut y range, would float
             if text.get_transform() != ax.transData and not cut <= text.get_position()[1] <= high * 1.3:
                 text.set_visible(False)
@@ -93,9 +92,21 @@ def plot_zoom(
 
 def floor(panel: Panel, unit: str = "GB", around: str = "loss") -> float:
     """Where a zoom's y axis starts for `panel`: a little under its columns' lowest top (`tops`)."""
-    totals = [float(v) for v in tops(panel, unit, around).values()]
-    low, high = min(totals), max(totals)
+    return _cut(tops(panel, unit, around).values())
+
+
+def _cut(totals) -> float:
+    """A little under the lowest of a zoom's column totals: room to see how they differ."""
+    low, high = float(min(totals)), float(max(totals))
     return max(0.0, low - max(high - low, 0.1 * high))
+
+
+def _phases(panel: Panel, around: str) -> list[tuple[int, int]]:
+    """Each column `window` shows as (phase index, x position); the loss's column stands on the last forward
+    bar, so it takes that phase."""
+    xs, _ = panel.columns()
+    at = {x: i for i, x in enumerate(xs)}
+    return [(at.get(x, panel.timeline.after_forward_index), x) for x in window(panel, around)]
 
 
 def drawn(panels, unit: str = "GB", around: str = "loss", cuts=None) -> Shown:
@@ -105,13 +116,10 @@ def drawn(panels, unit: str = "GB", around: str = "loss", cuts=None) -> Shown:
     kinds, boundaries = set(), False
     cuts = [floor(p, unit, around) for p in panels] if cuts is None else cuts
     for panel, cut in zip(panels, cuts, strict=True):
-        xs, loss_x = panel.columns()
-        at = {x: i for i, x in enumerate(xs)}
-        shown = window(panel, around)
-        if loss_x in shown:
+        _, loss_x = panel.columns()
+        columns = _phases(panel, around)
+        if loss_x in (x for _, x in columns):
             kinds.add("loss")
-        # the loss's column stands on the last forward bar
-        columns = [at.get(x, panel.timeline.after_forward_index) for x in shown]
-        kinds |= above(panel, units.unit_name(unit), cut, columns)
-        boundaries |= any(x in at and panel.timeline.phases[at[x]].kind == "boundary" for x in shown)
+        kinds |= above(panel, units.unit_name(unit), cut, [phase for phase, _ in columns])
+        boundaries |= any(x != loss_x and panel.timeline.phases[i].kind == "boundary" for i, x in columns)
     return frozenset(kinds), boundaries

@@ -5,6 +5,7 @@ its `zero_optimization` block against DeepSpeed's own schema."""
 from __future__ import annotations
 
 from .. import checks
+from ..planning.step import DeepSpeed
 from .keys import KEYS
 
 #: Keys whose value here is the example's, not DeepSpeed's default: bf16 on, as the example trains.
@@ -21,8 +22,8 @@ def spelled_out(stage: int = 2) -> dict:
         if key.stage == 3 and stage != 3:
             continue
         value = EXAMPLE.get(key.path, key.default)
-        if key.path == "zero_optimization.overlap_comm":
-            value = stage == 3
+        if value is None and key.knob:  # a None default (overlap_comm's) as DeepSpeed resolves it at `stage`
+            value = getattr(DeepSpeed(stage=stage), key.knob)
         _put(config, key.path, value)
     config["zero_optimization"] = {"stage": stage, **config["zero_optimization"]}
     return config
