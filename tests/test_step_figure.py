@@ -5,6 +5,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
 import pytest
 
 from zero_lessons import memory, units
@@ -201,6 +202,8 @@ def test_a_reference_level_is_drawn_where_it_is_given():
         ),
         (lambda: Panel("a", timeline(TINY, DDP(), 2), tolerance=(1,)), "tolerance must give one value per"),
         (lambda: Panel("a", timeline(TINY, DDP(), 2), loss=-1), "loss bytes must be ≥ 0"),
+        (lambda: Panel("a", timeline(TINY, DDP(), 2), on_top=("loss",)), "on_top must be a tuple of kinds"),
+        (lambda: Panel("a", timeline(TINY, DDP(), 2), on_top="gradients"), "on_top must be a tuple of kinds"),
     ],
 )
 def test_bad_input_names_the_field(make, message):
@@ -509,21 +512,30 @@ def test_a_floored_legend_names_only_the_kinds_that_reach_above_the_floor():
     assert "weights" in [t.get_text() for t in plot_step([panel], "B").legends[0].get_texts()]
 
 
-def test_a_floor_writes_what_grows_under_it_at_the_foot_of_its_column():
-    """Lesson 10's ZeRO-2 panel from 30 kB: the gradient partition arrives under the cut and lifts the
-    optimizer state above it; the figure says so where it arrives, and nowhere without a floor."""
-    from zero_lessons.present.step_floor import rises
+def test_a_floor_draws_what_grows_under_it_on_top_and_writes_what_stays_hidden():
+    """Lesson 10's ZeRO-2 panel from 30 kB: the gradient partition arrives under the cut, where it would seem
+    to lift the optimizer state; the floored figure draws it on top of its bars instead, and without a floor
+    it stays in its place. What a lift cannot show (a bar wholly under the cut) is written at its foot."""
+    from zero_lessons.present.step_floor import lift, note_rises, rises
 
     panel = Panel("ZeRO-2", timeline(TINY, DeepSpeed(stage=2), 2))
-    weights = float(max(panel.heights("B")["weights"]))
-    cut = weights + float(max(panel.heights("B")["gradients"])) + 1  # the weights and the partition under it
+    partition = max(panel.heights("B")["gradients"])
+    cut = float(max(panel.heights("B")["weights"]) + partition) + 1  # the weights and the partition under it
     found = rises(panel, "B", cut, range(len(panel.timeline.phases)))
-    assert len(found) == 1 and list(found.values())[0] == (
-        max(panel.heights("B")["gradients"]),
-        ("gradients",),
-    )
+    assert len(found) == 1 and list(found.values())[0] == (partition, ("gradients",))
     (phase,) = found
     assert phase == next(i for i, g in enumerate(panel.heights("B")["gradients"]) if g)  # where it arrives
-    notes = [t for t in plot_step([panel], "B", floor=cut).axes[0].texts if "below the axis" in t.get_text()]
-    assert len(notes) == 1 and notes[0].get_position()[1] == cut
-    assert not [t for t in plot_step([panel], "B").axes[0].texts if "below the axis" in t.get_text()]
+    totals = [float(p.total) for p in panel.timeline.phases]
+    for floor, on_top in ((cut, True), (0, False)):
+        ax = plot_step([panel], "B", floor=floor).axes[0]
+        parts = [p for p in ax.patches if p.get_gid() == "gradients"]
+        at_top = [abs(p.get_y() + p.get_height() - totals[round(p.get_x() + 0.36)]) < 1e-6 for p in parts]
+        assert len(parts) == len(totals) and all(at_top) is on_top
+        assert not [t for t in ax.texts if "below the axis" in t.get_text()]  # nothing left hidden
+    fig, ax = plt.subplots()
+    high = max(totals) + 1  # every bar wholly under the cut: lifting shows nothing, so the rise is written
+    assert rises(lift(panel, "B", cut), "B", cut, range(len(totals))) == {}
+    note_rises(ax, panel, "B", high, list(enumerate(range(len(totals)))))
+    notes = [t for t in ax.texts if "below the axis" in t.get_text()]
+    assert any(n.get_position() == (phase, high) and "gradients" in n.get_text() for n in notes)
+    plt.close(fig)

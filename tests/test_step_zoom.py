@@ -98,10 +98,10 @@ def test_a_zoom_legend_leaves_out_what_lies_wholly_below_its_cut_axis():
     assert "activations" in names and "weights" not in names
 
 
-def test_a_rise_below_the_cut_axis_is_written_where_it_happens():
-    """A small reduce bucket brings stage 2's gradient partition into block 32's backward pass. It sits in the
-    bar's bottom, under the cut, so the zoom writes it there, once: else the activations above it would seem
-    to grow."""
+def test_a_rise_below_the_cut_axis_is_drawn_on_top_of_its_bars():
+    """A small reduce bucket brings stage 2's gradient partition into block 32's backward pass. In its place,
+    the bar's bottom, it would grow under the cut and the activations above it would seem to grow; the zoom
+    draws it on top of the bars instead, the legend says so, and nothing is left to write at a bar's foot."""
     knobs = DeepSpeed(stage=2, reduce_bucket_size=50_000_000)
     small = Panel("5e7", timeline(transformer_model(SHAPE), knobs, 8), model_loss=LOSS)
     partition = Fraction(2 * transformer_model(SHAPE).params // 8) / 10**9
@@ -114,10 +114,17 @@ def test_a_rise_below_the_cut_axis_is_written_where_it_happens():
     assert (
         rises(PANELS[1], "GB", floor(PANELS[1]), order) == {}
     )  # by default the partition arrives at block 30
-    written = [
-        t.get_text() for t in plot_zoom([small], "GB").axes[0].texts if "below the axis" in t.get_text()
+    fig = plot_zoom([small], "GB")
+    x = small.columns()[0][order[1]]
+    (top,) = [
+        p for p in fig.axes[0].patches if p.get_gid() == "gradients" and abs(p.get_x() + 0.36 - x) < 1e-9
     ]
-    assert written == ["+1.87 GB\ngradients\nbelow the axis"]
+    assert abs(top.get_height() - float(partition)) < 1e-9
+    assert abs(top.get_y() + top.get_height() - float(line.phases[order[1]].total) / 10**9) < 1e-9  # the top
+    assert not [t for t in fig.axes[0].texts if "below the axis" in t.get_text()]
+    assert "gradients (on top)" in [t.get_text() for t in fig.legends[0].get_texts()]
+    plain = plot_zoom([PANELS[1]], "GB")  # nothing grows under its cut: nothing lifted, no "(on top)"
+    assert not any("on top" in t.get_text() for t in plain.legends[0].get_texts())
 
 
 def test_same_floor_starts_every_panel_at_the_lowest_floor():

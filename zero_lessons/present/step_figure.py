@@ -24,7 +24,7 @@ from .. import checks, units
 from ..planning.step_parts import AT_THE_LOSS, Timeline
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
-from .step_floor import apply_floor
+from .step_floor import apply_floor, lift
 from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, above, legend
 
 #: Most phases named one by one on the axis; a longer step names its runs instead.
@@ -76,10 +76,16 @@ class Panel:
     #: bytes the model's loss holds after the forward pass (`Timeline.peak_with_loss`), beside all that pass
     #: holds: drawn as that phase's bar with the loss hatched on top, in the loss's column (None: not drawn)
     model_loss: int | Fraction | None = None
+    #: kinds drawn at the top of every bar, not in their place: where a cut y axis would hide them growing
+    on_top: tuple[str, ...] = ()
 
     def __post_init__(self):
         checks.instance("title", self.title, str, "text")
         checks.instance("timeline", self.timeline, Timeline, "a planning Timeline (planning.timeline)")
+        if not isinstance(self.on_top, tuple) or not set(self.on_top) <= set(STACK):
+            raise ValueError(
+                f"on_top must be a tuple of kinds from {', '.join(STACK)}, got {checks.shown(self.on_top)}"
+            )
         count = len(self.timeline.phases)
         for name in ("measured", "tolerance"):
             if getattr(self, name) is not None:
@@ -117,11 +123,11 @@ class Panel:
         return tuple(i + (i > after) for i in range(count)), after + 1
 
     def heights(self, unit: str = "kB") -> dict[str, tuple[Fraction, ...]]:
-        """Each kind's height in `unit` at every phase, bottom to top; kinds never held are left out."""
-        size = units.unit_size(unit)
+        """Each kind's height in `unit` at every phase, bottom to top (`on_top` last); kinds never held are
+        left out."""
+        size, order = units.unit_size(unit), [k for k in STACK if k not in self.on_top] + list(self.on_top)
         rows = {
-            kind: tuple(Fraction(phase.bytes_of(kind)) / size for phase in self.timeline.phases)
-            for kind in STACK
+            kind: tuple(Fraction(p.bytes_of(kind)) / size for p in self.timeline.phases) for kind in order
         }
         return {kind: row for kind, row in rows.items() if any(row)}
 
@@ -188,6 +194,7 @@ def plot_step(
     bottom = float(checks.amount("floor", floor))
     head = LEGEND_ROW * LEGEND_ROWS + (0.3 if title else 0.05)
     height = PANEL_HEIGHT * len(panels) + head
+    panels = [lift(p, unit, bottom) for p in panels] if bottom else panels  # growth under the cut, on top
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height))
     axes = [axes] if len(panels) == 1 else list(axes)
     for ax, panel in zip(axes, panels, strict=True):

@@ -3,12 +3,14 @@ hides.
 
 Below the cut the reader sees no colour, so a part of a bar that lies wholly under it and grows from one
 column to the next (stage 2's gradient partition, arriving in the backward pass) would read as the parts above
-it growing. `rises` finds those steps and `note_rises` writes each at the foot of its column, with the kinds
-that grew.
+it growing. `rises` finds those steps; `lift` draws the kinds that grew on top of the panel's bars, where
+they show, and `note_rises` writes at the foot of its column what still grows unseen (a bar wholly under the
+cut).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import matplotlib.pyplot as plt
@@ -38,6 +40,14 @@ def rises(panel, unit: str, cut: float, phases) -> dict[int, tuple[Fraction, tup
             found[phase] = (sum(now.values()) - sum(before.values()), grew)
         before = now
     return found
+
+
+def lift(panel, unit: str, cut: float, phases=None):
+    """`panel` with the kinds that grow wholly under `cut` at `phases` (indices, in the figure's order; all
+    if None) drawn on top of its bars (`Panel.on_top`), so that their growth shows above the cut."""
+    phases = range(len(panel.timeline.phases)) if phases is None else phases
+    grew = {kind for _, kinds in rises(panel, unit, cut, phases).values() for kind in kinds}
+    return replace(panel, on_top=tuple(k for k in STACK if k in grew)) if grew else panel
 
 
 def note_rises(ax, panel, unit: str, cut: float, columns) -> None:

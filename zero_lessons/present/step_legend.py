@@ -91,7 +91,11 @@ def _groups(panels, unit: str, shown: Shown | None = None) -> tuple[list, list, 
     """(handle, name) pairs of each legend group: the model states drawn, the buffers drawn, the marks."""
     kinds_shown, boundaries = shown if shown is not None else (set(STACK), True)
     drawn = [k for k in STACK if k in kinds_shown and any(k in p.heights(unit) for p in panels)]
-    kinds = [(plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]), KIND_NAMES[k]) for k in drawn]
+    lifted = {k for p in panels for k in p.on_top}  # drawn out of place: the legend says so
+    kinds = [
+        (plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]), KIND_NAMES[k] + " (on top)" * (k in lifted))
+        for k in drawn
+    ]
     states = [entry for entry, k in zip(kinds, drawn, strict=True) if k in STACK[:3]]
     buffers = [entry for entry, k in zip(kinds, drawn, strict=True) if k not in STACK[:3]]
     marks = []

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .. import checks, units
 from .step_figure import Panel, check_panels, plot_step, short_name
-from .step_floor import note_rises
+from .step_floor import lift, note_rises
 from .step_legend import Shown, above
 
 #: What a zoom can be around: the loss's column, or the step's end.
@@ -68,6 +68,9 @@ def plot_zoom(
     every = [tops(p, unit, around) for p in panels]  # each panel's columns, named, and their totals
     cuts = [_cut(named.values()) for named in every]
     cuts = [min(cuts)] * len(cuts) if same_floor else cuts
+    panels = [  # what grows under a cut, drawn on top of its bars
+        lift(p, unit, cut, [i for i, _ in _phases(p, around)]) for p, cut in zip(panels, cuts, strict=True)
+    ]
     kinds = drawn(panels, unit, around, cuts)  # the legend keeps to what the cut columns draw
     fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds)  # with room for a title
     for ax, panel, cut, named in zip(fig.axes, panels, cuts, every, strict=True):

@@ -5,25 +5,27 @@ its `zero_optimization` block against DeepSpeed's own schema."""
 from __future__ import annotations
 
 from .. import checks
-from ..planning.step import DeepSpeed
+from .baseline import SET, knobs
 from .keys import KEYS
 
 #: Keys whose value here is the example's, not DeepSpeed's default: bf16 on, as the example trains.
 EXAMPLE = {"bf16.enabled": True}
 
 
-def spelled_out(stage: int = 2) -> dict:
+def spelled_out(stage: int = 2, advisor: bool = False) -> dict:
     """A DeepSpeed config for the example at `stage` (1 to 3) with every key of `keys.KEYS` written out: at
     its default, but bf16 on (`EXAMPLE`); `overlap_comm` as the value its None default takes at `stage` (True
-    at stage 3 only); the stage-3 keys only at stage 3; the micro-batch, which has no default, 1."""
+    at stage 3 only); the stage-3 keys only at stage 3; the micro-batch, which has no default, 1. With
+    `advisor`, the keys the advisor's config writes (`baseline.SET`) take the advisor's values."""
     stage = checks.whole("stage", stage, low=1, high=3)
-    config: dict = {}
+    checks.instance("advisor", advisor, bool, "True or False")
+    chosen, config = knobs(stage, advisor), {}
     for key in KEYS:
         if key.stage == 3 and stage != 3:
             continue
         value = EXAMPLE.get(key.path, key.default)
-        if value is None and key.knob:  # a None default (overlap_comm's) as DeepSpeed resolves it at `stage`
-            value = getattr(DeepSpeed(stage=stage), key.knob)
+        if key.knob and (value is None or key.knob in SET):  # as DeepSpeed resolves None, or as advised
+            value = getattr(chosen, key.knob)
         _put(config, key.path, value)
     config["zero_optimization"] = {"stage": stage, **config["zero_optimization"]}
     return config
