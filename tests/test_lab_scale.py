@@ -113,6 +113,18 @@ def test_what_stage_3_holds_gathered_in_the_last_blocks_backward():
         at_loss == held and 2 * at_loss - step.after_forward.bytes_of("gathered parameters") == 2 * 8 * h * h
     )
     assert ds_scale.gathered_at_loss(knobs=off) == 0  # nothing kept, nothing gathered ahead
+    by_module = (
+        ds_scale.held_at_loss()
+    )  # modules: 0 the embedding, then ln1, qkv, proj, ln2, fc1, fc2 per block
+    names = ("ln1", "qkv", "proj", "ln2", "fc1", "fc2")
+    held_names = {(1 + (m - 1) // 6, names[(m - 1) % 6]) for m in by_module}
+    matrices = {(b, n) for b in range(29, 33) for n in ("qkv", "proj", "fc1", "fc2")}  # blocks 29 to 32 whole
+    assert held_names == matrices | {
+        (28, "fc1"),
+        (28, "fc2"),
+    }  # and block 28's two MLP matrices, fetched ahead
+    assert sum(by_module.values()) == at_loss and by_module[1 + 27 * 6 + 4] == 4 * h * h
+    assert ds_scale.held_at_loss(knobs=off) == {}
     with pytest.raises(ValueError, match="last must be a whole number from 1 to 193"):
         ds_scale.gathered_in_backward(last=0)
 

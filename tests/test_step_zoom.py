@@ -8,7 +8,7 @@ import pytest
 from zero_lessons.lab import timeline_view
 from zero_lessons.planning import DeepSpeed, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
-from zero_lessons.present.step_figure import Panel
+from zero_lessons.present.step_figure import Panel, plot_step
 from zero_lessons.present.step_floor import rises
 from zero_lessons.present.step_zoom import SPAN, drawn, floor, plot_zoom, tops, window
 
@@ -127,6 +127,26 @@ def test_a_rise_below_the_cut_axis_is_drawn_on_top_of_its_bars():
     assert not any("on top" in t.get_text() for t in plain.legends[0].get_texts())
 
 
+def test_a_zoom_titles_its_peaks_to_two_decimals_and_its_legend_draws_no_triangle():
+    """A zoom writes its totals to two decimals and hides the peak's triangle: its titles give the peak as the
+    totals do, and the legend's peak entry is the dashed line alone. The full figure keeps both."""
+    knobs = DeepSpeed(stage=2, overlap_comm=True)
+    panel = Panel("overlap", timeline(transformer_model(SHAPE), knobs, 8), model_loss=LOSS)
+    zoom, full = plot_zoom([panel], "GB"), plot_step([panel], "GB")
+    peak = float(panel.peak[0]) / 10**9
+    assert zoom.axes[0].get_title(loc="right").startswith(f"peak (loss counted) {peak:.2f} GB at ")
+    assert full.axes[0].get_title(loc="right").startswith(f"peak (loss counted) {peak:.1f} GB at ")
+    markers = [
+        [
+            h.get_marker()
+            for h in fig.legends[0].legend_handles
+            if getattr(h, "get_color", lambda: "")() == "crimson"
+        ]
+        for fig in (zoom, full)
+    ]
+    assert markers == [[""], ["v"]]
+
+
 def test_same_floor_starts_every_panel_at_the_lowest_floor():
     """Lesson 11's step's end: with one floor, equal bars (ZeRO-1's and ZeRO-2's 28.10 GB before the step)
     look equal across panels; without it each panel cuts at its own height."""
@@ -135,6 +155,10 @@ def test_same_floor_starts_every_panel_at_the_lowest_floor():
         ax.get_ylim()[0] for ax in plot_zoom(PANELS, "GB", around="end", same_floor=True).axes[: len(PANELS)]
     ]
     assert len(set(own)) > 1 and same == [min(own)] * len(PANELS)
+    tops = [
+        ax.get_ylim()[1] for ax in plot_zoom(PANELS, "GB", around="end", same_floor=True).axes[: len(PANELS)]
+    ]
+    assert len(set(tops)) == 1  # and one top: one scale, so equal bars look equal
     assert own == [floor(p, around="end") for p in PANELS]
     with pytest.raises(TypeError, match="same_floor must be True or False"):
         plot_zoom(PANELS, "GB", same_floor="yes")

@@ -190,14 +190,14 @@ def reuse(modules=None, knobs: Knobs = Knobs()) -> Reuse:
     )
 
 
-def _live(modules, knobs: Knobs, threshold: int) -> tuple[int, list[int]]:
-    """How many modules, and the weight elements stage 3 holds gathered at each entry of `trace`, with
-    tensors of up to `threshold` elements kept whole on every rank (never gathered)."""
+def _live(modules, knobs: Knobs, threshold: int) -> tuple[list, list[frozenset[int]]]:
+    """The modules' tensors over `threshold` elements (the rest stay whole on every rank, never gathered),
+    and which of them (flattened indices) stage 3 holds gathered at each entry of `trace`."""
     modules = _checked(modules, knobs)
     checks.whole("threshold", threshold, low=0, high=10**15)
     big = [tuple(n for n in m if n > threshold) for m in modules]
     knobs_in_order = (knobs.prefetch_bucket_size, knobs.max_live_parameters, knobs.max_reuse_distance)
-    return len(modules), ds_traffic.stage3_live(big, *knobs_in_order)
+    return big, ds_traffic.stage3_held(big, *knobs_in_order)
 
 
 def gathered_in_backward(
@@ -206,15 +206,25 @@ def gathered_in_backward(
     """The most weight elements stage 3 holds gathered while the backward pass runs the model's last `last`
     modules (default: the 7.5 B model's block 32 under DeepSpeed's defaults, which keep tensors of up to
     `threshold` elements whole on every rank, so never gathered)."""
-    count, live = _live(modules, knobs, threshold)
-    checks.whole("last", last, low=1, high=count)
-    return max(live[ds_traffic.backward_entry(count, count - 1 - k)] for k in range(last))
+    big, held = _live(modules, knobs, threshold)
+    checks.whole("last", last, low=1, high=len(big))
+    sizes = [n for m in big for n in m]
+    entries = (ds_traffic.backward_entry(len(big), len(big) - 1 - k) for k in range(last))
+    return max(sum(sizes[i] for i in held[e]) for e in entries)
+
+
+def held_at_loss(modules=None, knobs: Knobs = Knobs(), *, threshold: int = 100_000) -> dict[int, int]:
+    """Weight elements stage 3 holds gathered as the loss runs, between the passes, by module (its index in
+    `modules`, in forward order: for `gpt_modules`, 0 the embedding, then six per block)."""
+    big, held = _live(modules, knobs, threshold)
+    owner = [(m, n) for m, tensors in enumerate(big) for n in tensors]  # each tensor's module and size
+    at_loss = [owner[i] for i in sorted(held[ds_traffic.loss_entry(len(big))])]
+    return {m: sum(n for k, n in at_loss if k == m) for m in dict.fromkeys(m for m, _ in at_loss)}
 
 
 def gathered_at_loss(modules=None, knobs: Knobs = Knobs(), *, threshold: int = 100_000) -> int:
     """Weight elements stage 3 holds gathered as the loss runs, between the forward and backward passes."""
-    count, live = _live(modules, knobs, threshold)
-    return live[ds_traffic.loss_entry(count)]
+    return sum(held_at_loss(modules, knobs, threshold=threshold).values())
 
 
 def predict(modules=None, gpus: int = 8, knobs: Knobs = Knobs()) -> tuple[StageTraffic, ...]:

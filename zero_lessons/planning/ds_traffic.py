@@ -194,15 +194,22 @@ def stage3_gathers(modules: Modules, prefetch: int, max_live: int, reuse: int) -
     return [list(g) for v in walk for g in (v.on_demand, v.prefetched) if g]
 
 
-def stage3_live(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[int]:
-    """Elements stage 3 holds gathered while each entry of `trace` runs: gathered for it or prefetched around
-    it, and not yet released."""
-    sizes, live, out = [n for m in modules for n in m], set(), []
+def stage3_held(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[frozenset[int]]:
+    """The tensors (indices into `modules`' tensors, flattened) stage 3 holds gathered while each entry of
+    `trace` runs: gathered for it or prefetched around it, and not yet released."""
+    live: set[int] = set()
+    out = []
     for visit in stage3_walk(modules, prefetch, max_live, reuse):
         live |= {*visit.on_demand, *visit.prefetched}
-        out.append(sum(sizes[i] for i in live))
+        out.append(frozenset(live))
         live -= set(visit.released)
     return out
+
+
+def stage3_live(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[int]:
+    """Elements stage 3 holds gathered while each entry of `trace` runs (`stage3_held`, summed)."""
+    sizes = [n for m in modules for n in m]
+    return [sum(sizes[i] for i in held) for held in stage3_held(modules, prefetch, max_live, reuse)]
 
 
 def _released(order, used, step: int, seen: dict, sizes, reuse: int) -> set[int]:

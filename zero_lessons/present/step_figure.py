@@ -21,11 +21,11 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import ScaledTranslation
 
 from .. import checks, units
-from ..planning.step_parts import AT_THE_LOSS, Timeline
+from ..planning.step_parts import Timeline
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
 from .step_floor import apply_floor, lift
-from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, above, legend
+from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, above, legend, title_peak
 
 #: Most phases named one by one on the axis; a longer step names its runs instead.
 MAX_LABELLED = 24
@@ -225,11 +225,8 @@ def _draw_panel(ax, panel: Panel, unit: str) -> None:
     top, at = panel.peak
     peak = float(Fraction(top) / size)
     ax.axhline(peak, color="crimson", ls="--", lw=0.9, zorder=1, gid="peak")
-    shown = units.format_number(Fraction(top) / size, 1)
     ax.set_title(panel.title.replace("$", r"\$"), fontsize=9, loc="left", pad=3)
-    where = AT_THE_LOSS if at is None else panel.timeline.phases[at].name  # the full name, as tables write it
-    which = "step-model peak" if panel.model_loss is None else "peak (loss counted)"
-    ax.set_title(f"{which} {shown} {unit} at {where}", fontsize=8, loc="right", pad=3, color="crimson")
+    title_peak(ax, panel, unit)
     xs, loss_x = panel.columns()
     lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond
     ax.plot([loss_x if at is None else xs[at]], [peak], gid="peak bar", transform=lifted, **PEAK_MARK)

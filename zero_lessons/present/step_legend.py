@@ -1,12 +1,16 @@
-"""The step figure's legend: one block above the panels, in columns under three headings (the model state
-drawn, the step's buffers drawn, the marks), each column `LEGEND_DEPTH` entries deep."""
+"""The step figure's legend, and each panel's peak written above it (`title_peak`). The legend: one block
+above the panels, in columns under three headings (the model state drawn, the buffers drawn, the marks),
+each column `LEGEND_DEPTH` entries deep."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from ..planning.step_parts import KINDS
+from .. import units
+from ..planning.step_parts import AT_THE_LOSS, KINDS
 from .figures import KIND_COLOURS, STATE_NAMES
 
 #: Kinds from the bottom of a bar to its top: weights, gradients, optimizer state, then transient buffers.
@@ -115,3 +119,12 @@ def _groups(panels, unit: str, shown: Shown | None = None) -> tuple[list, list, 
         marks.append((plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "the step's boundaries: no activations"))
     marks.append((plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), _peak_name(panels)))
     return states, buffers, marks
+
+
+def title_peak(ax, panel, unit: str, digits: int = 1) -> None:
+    """The panel's peak, to `digits` decimals, and where it falls, in red at the right above its axes."""
+    top, at = panel.peak
+    where = AT_THE_LOSS if at is None else panel.timeline.phases[at].name  # the full name, as tables write it
+    which = "step-model peak" if panel.model_loss is None else "peak (loss counted)"
+    shown = units.format_number(Fraction(top) / units.unit_size(unit), digits)
+    ax.set_title(f"{which} {shown} {unit} at {where}", fontsize=8, loc="right", pad=3, color="crimson")

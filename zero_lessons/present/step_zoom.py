@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from .. import checks, units
 from .step_figure import Panel, check_panels, plot_step, short_name
 from .step_floor import lift, note_rises
-from .step_legend import Shown, above
+from .step_legend import Shown, above, title_peak
 
 #: What a zoom can be around: the loss's column, or the step's end.
 AROUND = ("loss", "end")
@@ -60,8 +60,8 @@ def plot_zoom(
     panels, unit: str = "GB", title: str = "", around: str = "loss", same_floor: bool = False
 ) -> Figure:
     """`plot_step`'s panels, each showing only `window`'s columns, its y axis from a little under their
-    lowest top (with `same_floor`, every panel's from the lowest of those), and each column's total written
-    above it."""
+    lowest top (with `same_floor`, every panel on one scale, from the lowest of those to above the highest),
+    each column's total written above it and the peak in the title to two decimals, as the totals are."""
     checks.instance("title", title, str, "text")
     checks.instance("same_floor", same_floor, bool, "True or False")
     check_panels(panels)  # before `drawn` walks them
@@ -73,10 +73,12 @@ def plot_zoom(
     ]
     kinds = drawn(panels, unit, around, cuts)  # the legend keeps to what the cut columns draw
     fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds)  # with room for a title
-    for ax, panel, cut, named in zip(fig.axes, panels, cuts, every, strict=True):
+    highs = [float(max(named.values())) for named in every]
+    highs = [max(highs)] * len(highs) if same_floor else highs
+    for ax, panel, cut, named, high in zip(fig.axes, panels, cuts, every, highs, strict=True):
         shown = window(panel, around)
         totals = [float(v) for v in named.values()]
-        high = max(totals)
+        title_peak(ax, panel, unit, 2)
         ax.set_xlim(shown[0] - 0.6, shown[-1] + 0.6)
         ax.set_ylim(cut, high + 0.25 * (high - cut))
         ax.set_xticks(shown, list(named), fontsize=7.5)
@@ -90,6 +92,9 @@ def plot_zoom(
         for line in ax.get_lines():  # the peak's triangle: the dashed line and the totals show the peak here
             if line.get_gid() == "peak bar":
                 line.set_visible(False)
+    for handle in fig.legends[0].legend_handles:  # nor in the legend: the peak's entry is its line alone
+        if getattr(handle, "get_marker", lambda: None)() == "v":
+            handle.set_marker("")
     return fig
 
 
