@@ -19,8 +19,8 @@ def test_the_baseline_states_the_config_the_key_tables_numbers_start_from():
     assert "micro-batch 1 × sequence 2,048" in cells["batch"]
     assert "makes it False at stage 2 and True at stage 3" in cells["other keys"]
     assert cells["peak per GPU, stage 2"].startswith("58.55 GB")  # the figure the key table starts from
-    assert cells["peak per GPU with the loss, stage 2 (plan with it)"] == "58.63 GB, at the loss"
-    assert cells["peak per GPU with the loss, stage 3 (plan with it)"] == "50.22 GB, at the loss"
+    assert cells["peak per GPU with the loss, stage 2 (step model)"] == "58.63 GB, at the loss"
+    assert cells["peak per GPU with the loss, stage 3 (step model)"] == "50.22 GB, at the loss"
     assert round(float(keys.peak(micro, micro.default, loss=True)) / 1e9, 2) == 58.63  # the key table agrees
     overlap = table.get("zero_optimization.overlap_comm")
     assert overlap.default is None  # DeepSpeed's own default, resolved per stage

@@ -78,7 +78,7 @@ class Baseline:
         for stage in (2, 3):
             line = self.step(stage)
             rows.append(
-                [f"peak per GPU with the loss, stage {stage} (plan with it)",
+                [f"peak per GPU with the loss, stage {stage} (step model)",
                  f"{_gb(line.peak_with_loss(self.loss))}, at {line.peak_name_with_loss(self.loss)}"]
             )  # fmt: skip
         for stage in (2, 3):

@@ -249,7 +249,7 @@ class KeyTable:
         head = ("key", "DeepSpeed default → tried", "what it does", "numbers: default → tried")
         rows = [(r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for _, r in picked]
         if measure == "peak":  # the peak to plan with first, then the one that shows where a knob acts
-            head = (*head[:3], "peak with the loss: plan with it", "without the loss: where the knob acts")
+            head = (*head[:3], "peak with the loss", "without the loss (the step model's own peak)")
             rows = [(*r[:3], _with_loss(k), r[3]) for r, (k, _) in zip(rows, picked, strict=True)]
         said = (f"peak per GPU at stage {stage}: ", f"stage {stage}: ") if stage else ()
         return Table(head, tuple(tuple(_unsaid(c, said) for c in r) for r in rows))
