@@ -147,6 +147,32 @@ def test_a_zoom_titles_its_peaks_to_two_decimals_and_its_legend_draws_no_triangl
     assert markers == [[""], ["v"]]
 
 
+def test_on_one_scale_a_part_that_differs_unseen_between_panels_is_drawn_on_top():
+    """Lesson 13's stage-3 knobs on one scale: a persistence threshold of 2 × 10⁷ keeps 1.21 GB more weights
+    whole, all under the cut; drawn in place they would lift the activations above them, so with same_floor
+    the weights go on top of every panel's bars. Without same_floor, or where a kind shows above the cut in
+    some panel (ZeRO-1's weights at the step's end), nothing is moved for it."""
+    gpt = transformer_model(SHAPE)
+    kept = DeepSpeed(stage=3, param_persistence_threshold=2 * 10**7)
+    pair = [
+        Panel(n, timeline(gpt, fw, 8), model_loss=LOSS) for n, fw in (("d", DeepSpeed(stage=3)), ("p", kept))
+    ]
+    on_one = plot_zoom(pair, "GB", same_floor=True)
+    tops_of = {
+        n: max(p.get_y() + p.get_height() for p in ax.patches if p.get_gid() == "weights")
+        for n, ax in zip("dp", on_one.axes[:2], strict=True)
+    }
+    highest = {
+        n: max(float(v) for k, v in tops(panel).items() if k != "loss")
+        for n, panel in zip("dp", pair, strict=True)
+    }
+    assert all(abs(tops_of[n] - highest[n]) < 1e-6 for n in "dp")  # the weights end each bar, at its top
+    assert "weights (on top)" in [t.get_text() for t in on_one.legends[0].get_texts()]
+    assert "weights (on top)" not in [t.get_text() for t in plot_zoom(pair, "GB").legends[0].get_texts()]
+    stages = plot_zoom(PANELS, "GB", around="end", same_floor=True)
+    assert not any("on top" in t.get_text() for t in stages.legends[0].get_texts())
+
+
 def test_same_floor_starts_every_panel_at_the_lowest_floor():
     """Lesson 11's step's end: with one floor, equal bars (ZeRO-1's and ZeRO-2's 28.10 GB before the step)
     look equal across panels; without it each panel cuts at its own height."""

@@ -42,12 +42,29 @@ def rises(panel, unit: str, cut: float, phases) -> dict[int, tuple[Fraction, tup
     return found
 
 
-def lift(panel, unit: str, cut: float, phases=None):
+def lift(panel, unit: str, cut: float, phases=None, also: tuple[str, ...] = ()):
     """`panel` with the kinds that grow wholly under `cut` at `phases` (indices, in the figure's order; all
-    if None) drawn on top of its bars (`Panel.on_top`), so that their growth shows above the cut."""
+    if None), and the kinds `also`, drawn on top of its bars (`Panel.on_top`), so that their growth shows
+    above the cut."""
     phases = range(len(panel.timeline.phases)) if phases is None else phases
-    grew = {kind for _, kinds in rises(panel, unit, cut, phases).values() for kind in kinds}
+    grew = {kind for _, kinds in rises(panel, unit, cut, phases).values() for kind in kinds} | set(also)
     return replace(panel, on_top=tuple(k for k in STACK if k in grew)) if grew else panel
+
+
+def differ_below(panels, unit: str, cut: float, columns) -> tuple[str, ...]:
+    """The kinds that lie wholly under `cut` in every one of `panels` (drawn on one scale) at their `columns`
+    (phase indices, one list per panel, in the figure's order) and differ in height from one panel to
+    another, column by column: unseen, they would make the parts above them seem to differ instead."""
+    heights_at: dict[tuple[str, int], list] = {}
+    above: set[str] = set()
+    for panel, phases in zip(panels, columns, strict=True):
+        heights = panel.heights(unit)
+        for k, phase in enumerate(phases):
+            for kind, height, top in stacked(heights, phase):
+                above |= {kind} if top > cut else set()
+                heights_at.setdefault((kind, k), []).append(height)
+    differ = {kind for (kind, _), hs in heights_at.items() if len(set(hs)) > 1 or len(hs) < len(panels)}
+    return tuple(kind for kind in STACK if kind in differ and kind not in above)
 
 
 def note_rises(ax, panel, unit: str, cut: float, columns) -> None:

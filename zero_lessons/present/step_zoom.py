@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .. import checks, units
 from .step_figure import Panel, check_panels, plot_step, short_name
-from .step_floor import lift, note_rises
+from .step_floor import differ_below, lift, note_rises
 from .step_legend import Shown, above, title_peak
 
 #: What a zoom can be around: the loss's column, or the step's end.
@@ -66,15 +66,15 @@ def plot_zoom(
     checks.instance("same_floor", same_floor, bool, "True or False")
     check_panels(panels)  # before `drawn` walks them
     every = [tops(p, unit, around) for p in panels]  # each panel's columns, named, and their totals
-    cuts = [_cut(named.values()) for named in every]
-    cuts = [min(cuts)] * len(cuts) if same_floor else cuts
-    panels = [  # what grows under a cut, drawn on top of its bars
-        lift(p, unit, cut, [i for i, _ in _phases(p, around)]) for p, cut in zip(panels, cuts, strict=True)
+    cuts = _same([_cut(named.values()) for named in every], min, same_floor)
+    columns = [[i for i, _ in _phases(p, around)] for p in panels]
+    across = differ_below(panels, unit, cuts[0], columns) if same_floor else ()  # unseen, panel to panel
+    panels = [  # what grows under a cut, or differs under one scale's cut, drawn on top of the bars
+        lift(p, unit, cut, phases, across) for p, cut, phases in zip(panels, cuts, columns, strict=True)
     ]
     kinds = drawn(panels, unit, around, cuts)  # the legend keeps to what the cut columns draw
     fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds)  # with room for a title
-    highs = [float(max(named.values())) for named in every]
-    highs = [max(highs)] * len(highs) if same_floor else highs
+    highs = _same([float(max(named.values())) for named in every], max, same_floor)
     for ax, panel, cut, named, high in zip(fig.axes, panels, cuts, every, highs, strict=True):
         shown = window(panel, around)
         totals = [float(v) for v in named.values()]
@@ -96,6 +96,11 @@ def plot_zoom(
         if getattr(handle, "get_marker", lambda: None)() == "v":
             handle.set_marker("")
     return fig
+
+
+def _same(values: list[float], pick, same: bool) -> list[float]:
+    """`values`, or with `same` all of them `pick(values)`: one scale for every panel."""
+    return [pick(values)] * len(values) if same else values
 
 
 def floor(panel: Panel, unit: str = "GB", around: str = "loss") -> float:
