@@ -61,7 +61,8 @@ def differ_below(panels, unit: str, cut: float, columns) -> tuple[str, ...]:
         heights = panel.heights(unit)
         for k, phase in enumerate(phases):
             for kind, height, top in stacked(heights, phase):
-                above |= {kind} if top > cut else set()
+                if top > cut:
+                    above.add(kind)
                 heights_at.setdefault((kind, k), []).append(height)
     differ = {kind for (kind, _), hs in heights_at.items() if len(set(hs)) > 1 or len(hs) < len(panels)}
     return tuple(kind for kind in STACK if kind in differ and kind not in above)
