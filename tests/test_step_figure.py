@@ -170,7 +170,7 @@ def test_a_long_step_names_its_runs_and_its_peak_in_the_title():
         assert words["step"].name == "optimizer step"
         assert (
             ax.get_title(loc="right")
-            == f"step-model peak {units.format_number(t.peak.total / 10**9, 1)} GB at {t.peak.name}"
+            == f"step-model peak {units.format_number(t.peak.total / 10**9, 2)} GB at {t.peak.name}"
         )
         (over,) = [a for a in ax.get_lines() if a.get_gid() == "peak bar"]
         assert list(over.get_xdata()) == [t.peak_index]

@@ -129,13 +129,19 @@ def test_a_rise_below_the_cut_axis_is_drawn_on_top_of_its_bars():
 
 def test_a_zoom_titles_its_peaks_to_two_decimals_and_its_legend_draws_no_triangle():
     """A zoom writes its totals to two decimals and hides the peak's triangle: its titles give the peak as the
-    totals do, and the legend's peak entry is the dashed line alone. The full figure keeps both."""
+    totals do, and the legend's peak entry is the dashed line alone. The full figure keeps the triangle, and
+    titles its peak as the tables write the unit: two decimals in GB, one in kB."""
     knobs = DeepSpeed(stage=2, overlap_comm=True)
     panel = Panel("overlap", timeline(transformer_model(SHAPE), knobs, 8), model_loss=LOSS)
     zoom, full = plot_zoom([panel], "GB"), plot_step([panel], "GB")
     peak = float(panel.peak[0]) / 10**9
     assert zoom.axes[0].get_title(loc="right").startswith(f"peak (loss counted) {peak:.2f} GB at ")
-    assert full.axes[0].get_title(loc="right").startswith(f"peak (loss counted) {peak:.1f} GB at ")
+    assert (
+        full.axes[0].get_title(loc="right").startswith(f"peak (loss counted) {peak:.2f} GB at ")
+    )  # as in GB
+    in_kb = plot_step([Panel("kB", timeline(transformer_model(SHAPE), knobs, 8))], "kB").axes[0]
+    assert in_kb.get_title(loc="right").split(" kB at ")[0].split(".")[-1].isdigit()
+    assert len(in_kb.get_title(loc="right").split(" kB at ")[0].split(".")[-1]) == 1  # one decimal in kB
     markers = [
         [
             h.get_marker()

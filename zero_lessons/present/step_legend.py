@@ -121,8 +121,10 @@ def _groups(panels, unit: str, shown: Shown | None = None) -> tuple[list, list, 
     return states, buffers, marks
 
 
-def title_peak(ax, panel, unit: str, digits: int = 1) -> None:
-    """The panel's peak, to `digits` decimals, and where it falls, in red at the right above its axes."""
+def title_peak(ax, panel, unit: str, digits: int | None = None) -> None:
+    """The panel's peak, to `digits` decimals (by default as the tables write the unit: 2 in GB, else 1), and
+    where it falls, in red at the right above its axes."""
+    digits = (2 if unit == "GB" else 1) if digits is None else digits
     top, at = panel.peak
     where = AT_THE_LOSS if at is None else panel.timeline.phases[at].name  # the full name, as tables write it
     which = "step-model peak" if panel.model_loss is None else "peak (loss counted)"

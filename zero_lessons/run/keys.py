@@ -53,8 +53,8 @@ KEYS: tuple[Key, ...] = (
     Key("zero_optimization.overlap_comm", None, True, "memory", "reduce each bucket beside the backward "
         "pass's compute, not blocking it; at stages 1-2 a second bucket", "overlap_comm"),
     Key("zero_optimization.contiguous_gradients", KNOBS.contiguous_gradients, False, "memory", "copy each "
-        "gradient into one preallocated bucket (no fragments); off, gradients wait for a bucket's worth",
-        "contiguous_gradients"),
+        "gradient into one preallocated bucket (no fragments); off, no bucket: gradients stay apart until a "
+        "bucket's worth is ready to reduce", "contiguous_gradients"),
     Key("zero_optimization.reduce_bucket_size", KNOBS.reduce_bucket_size, 50_000_000, "memory and traffic",
         "elements reduced per call: a smaller bucket is reduced sooner", "reduce_bucket_size"),
     Key("zero_optimization.allgather_bucket_size", KNOBS.allgather_bucket_size, 50_000_000, "nothing here",
