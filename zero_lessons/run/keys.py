@@ -248,7 +248,7 @@ class KeyTable:
         picked = [(k, r) for k, r in picked if stage in (None, k.stage)]
         head = ("key", "DeepSpeed default → tried", "what it does", "numbers: default → tried")
         rows = [(r[0], f"{r[1]} → {r[3]}", r[5], r[6]) for _, r in picked]
-        if measure == "peak":  # the peak to plan with first, then the one that shows where a knob acts
+        if measure == "peak":  # the peak with the loss first, then the step model's own, where a knob shows
             head = (*head[:3], "peak with the loss", "without the loss (the step model's own peak)")
             rows = [(*r[:3], _with_loss(k), r[3]) for r, (k, _) in zip(rows, picked, strict=True)]
         said = (f"peak per GPU at stage {stage}: ", f"stage {stage}: ") if stage else ()
