@@ -204,6 +204,10 @@ def test_a_reference_level_is_drawn_where_it_is_given():
         (lambda: Panel("a", timeline(TINY, DDP(), 2), loss=-1), "loss bytes must be ≥ 0"),
         (lambda: Panel("a", timeline(TINY, DDP(), 2), on_top=("loss",)), "on_top must be a tuple of kinds"),
         (lambda: Panel("a", timeline(TINY, DDP(), 2), on_top="gradients"), "on_top must be a tuple of kinds"),
+        (
+            lambda: plot_step([Panel("a", timeline(TINY, DDP(), 2))], peak_mark="no"),
+            "peak_mark must be True or",
+        ),
     ],
 )
 def test_bad_input_names_the_field(make, message):

@@ -182,15 +182,18 @@ def plot_step(
     same_scale: bool = False,
     floor: float = 0,
     shown: Shown | None = None,
+    peak_mark: bool = True,
 ) -> Figure:
     """Stacked bars of the model's parts per phase, one panel per setup, measured bytes as markers.
 
     `same_scale` gives every panel the tallest's y range; `floor` (in `unit`) starts every y axis there, the
-    legend naming only kinds above it; `shown` keeps the legend to what `step_zoom`'s columns draw."""
+    legend naming only kinds above it; `shown` keeps the legend to what `step_zoom`'s columns draw;
+    `peak_mark` False leaves out the triangle over the peak's bar, in the panels and the legend."""
     check_panels(panels)
     unit = units.unit_name(unit)
     checks.instance("title", title, str, "text")
     checks.instance("same_scale", same_scale, bool, "True or False")
+    checks.instance("peak_mark", peak_mark, bool, "True or False")
     bottom = float(checks.amount("floor", floor))
     head = LEGEND_ROW * LEGEND_ROWS + (0.3 if title else 0.05)
     height = PANEL_HEIGHT * len(panels) + head
@@ -198,7 +201,7 @@ def plot_step(
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height))
     axes = [axes] if len(panels) == 1 else list(axes)
     for ax, panel in zip(axes, panels, strict=True):
-        _draw_panel(ax, panel, unit)
+        _draw_panel(ax, panel, unit, peak_mark)
     if same_scale:
         top = max(ax.get_ylim()[1] for ax in axes)
         for ax in axes:
@@ -206,7 +209,7 @@ def plot_step(
     apply_floor(fig, axes, panels, bottom, unit)
     if bottom and shown is None:
         shown = frozenset().union(*(above(p, unit, bottom) for p in panels), {"loss"}), True
-    legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown)
+    legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown, peak_mark)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")
     fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / height), h_pad=0.5)
@@ -218,7 +221,7 @@ def plot_step(
 PEAK_MARK = {"marker": "v", "ms": 5, "color": "crimson", "ls": "none", "zorder": 5, "clip_on": False}
 
 
-def _draw_panel(ax, panel: Panel, unit: str) -> None:
+def _draw_panel(ax, panel: Panel, unit: str, peak_mark: bool = True) -> None:
     """One setup: boundaries shaded, bars stacked by kind, measured markers, the model's peak dashed."""
     size = units.unit_size(unit)
     tops = _draw_bars(ax, panel, unit)
@@ -229,7 +232,8 @@ def _draw_panel(ax, panel: Panel, unit: str) -> None:
     title_peak(ax, panel, unit)
     xs, loss_x = panel.columns()
     lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond
-    ax.plot([loss_x if at is None else xs[at]], [peak], gid="peak bar", transform=lifted, **PEAK_MARK)
+    if peak_mark:
+        ax.plot([loss_x if at is None else xs[at]], [peak], gid="peak bar", transform=lifted, **PEAK_MARK)
     ticks, labels = list(xs), list(panel.labels())
     if loss_x is not None:
         ticks.insert(loss_x, loss_x)

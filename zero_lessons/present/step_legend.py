@@ -55,11 +55,14 @@ def _peak_name(panels) -> str:
     )
 
 
-def legend(fig: Figure, panels, unit: str, top: float, shown: Shown | None = None) -> None:
+def legend(
+    fig: Figure, panels, unit: str, top: float, shown: Shown | None = None, peak_mark: bool = True
+) -> None:
     """One legend above the panels, in columns under three headings: the kinds of model state drawn, the
-    step's buffers drawn, then the markers, the bands and the peak line. `shown` (kinds, boundaries), for
-    a figure of only some columns, keeps to the kinds it draws and drops the band where it shows none."""
-    handles, names = _entries(panels, unit, shown)
+    step's buffers drawn, then the markers, the bands and the peak line (with its triangle where
+    `peak_mark`). `shown` (kinds, boundaries), for a figure of only some columns, keeps to the kinds it draws
+    and drops the band where it shows none."""
+    handles, names = _entries(panels, unit, shown, peak_mark)
     legend = fig.legend(
         handles,
         names,
@@ -77,12 +80,12 @@ def legend(fig: Figure, panels, unit: str, top: float, shown: Shown | None = Non
             text.set_fontweight("bold")
 
 
-def _entries(panels, unit: str, shown: Shown | None = None) -> tuple[list, list[str]]:
+def _entries(panels, unit: str, shown: Shown | None = None, peak_mark: bool = True) -> tuple[list, list[str]]:
     """The legend's handles and names, column by column: each group's heading, then its entries,
     `LEGEND_DEPTH` to a column; a group's further columns have a blank heading, a short column blank rows."""
     blank = plt.Line2D([], [], ls="none")
     handles, names = [], []
-    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit, shown), strict=True):
+    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit, shown, peak_mark), strict=True):
         for start in range(0, len(entries), LEGEND_DEPTH):
             column = entries[start : start + LEGEND_DEPTH]
             column += [(blank, "")] * (LEGEND_DEPTH - len(column))
@@ -91,7 +94,7 @@ def _entries(panels, unit: str, shown: Shown | None = None) -> tuple[list, list[
     return handles, names
 
 
-def _groups(panels, unit: str, shown: Shown | None = None) -> tuple[list, list, list]:
+def _groups(panels, unit: str, shown: Shown | None = None, peak_mark: bool = True) -> tuple[list, list, list]:
     """(handle, name) pairs of each legend group: the model states drawn, the buffers drawn, the marks."""
     kinds_shown, boundaries = shown if shown is not None else (set(STACK), True)
     drawn = [k for k in STACK if k in kinds_shown and any(k in p.heights(unit) for p in panels)]
@@ -117,7 +120,8 @@ def _groups(panels, unit: str, shown: Shown | None = None) -> tuple[list, list, 
         marks.append((box, "tolerance"))
     if boundaries:
         marks.append((plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "the step's boundaries: no activations"))
-    marks.append((plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v", ms=4), _peak_name(panels)))
+    line = plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v" if peak_mark else "", ms=4)
+    marks.append((line, _peak_name(panels)))
     return states, buffers, marks
 
 

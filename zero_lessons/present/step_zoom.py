@@ -4,7 +4,7 @@ the forward pass, a waiting gradient, the optimizer step's copies) can be read.
 
 `window` gives the columns either side of the loss's, or the last columns of the step (the backward pass's
 end, the gradient reduction and the optimizer step); `tops` gives the totals it writes, without drawing. The
-peak's triangle is left out: the dashed line and the totals mark the peak.
+peak's triangle is left out (`plot_step(peak_mark=False)`): the dashed line and the totals mark the peak.
 """
 
 from __future__ import annotations
@@ -67,15 +67,17 @@ def plot_zoom(
     check_panels(panels)  # before `drawn` walks them
     every = [tops(p, unit, around) for p in panels]  # each panel's columns, named, and their totals
     cuts = _same([_cut(named.values()) for named in every], min, same_floor)
-    columns = [[i for i, _ in _phases(p, around)] for p in panels]
+    placed = [_phases(p, around) for p in panels]  # each panel's columns as (phase index, x position)
+    columns = [[i for i, _ in pairs] for pairs in placed]
     across = differ_below(panels, unit, cuts[0], columns) if same_floor else ()  # unseen, panel to panel
     panels = [  # what grows under a cut, or differs under one scale's cut, drawn on top of the bars
         lift(p, unit, cut, phases, across) for p, cut, phases in zip(panels, cuts, columns, strict=True)
     ]
     kinds = drawn(panels, unit, around, cuts)  # the legend keeps to what the cut columns draw
-    fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds)  # with room for a title
+    # the dashed line and the totals mark the peak here, so no triangle (plot_step leaves room for a title)
+    fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds, peak_mark=False)
     highs = _same([float(max(named.values())) for named in every], max, same_floor)
-    for ax, panel, cut, named, high in zip(fig.axes, panels, cuts, every, highs, strict=True):
+    for ax, panel, cut, named, high, pairs in zip(fig.axes, panels, cuts, every, highs, placed, strict=True):
         shown = window(panel, around)
         totals = [float(v) for v in named.values()]
         title_peak(ax, panel, unit, 2)
@@ -85,16 +87,10 @@ def plot_zoom(
         for x, total in zip(shown, totals, strict=True):
             ax.text(x, total, units.format_number(total, 2), ha="center", va="bottom", fontsize=7, zorder=6,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})  # fmt: skip
-        note_rises(ax, panel, unit, cut, _phases(panel, around))
+        note_rises(ax, panel, unit, cut, pairs)
         for text in ax.texts[:]:  # a reference line's label, outside the cut y range, would float
             if text.get_transform() != ax.transData and not cut <= text.get_position()[1] <= high * 1.3:
                 text.set_visible(False)
-        for line in ax.get_lines():  # the peak's triangle: the dashed line and the totals show the peak here
-            if line.get_gid() == "peak bar":
-                line.set_visible(False)
-    for handle in fig.legends[0].legend_handles:  # nor in the legend: the peak's entry is its line alone
-        if getattr(handle, "get_marker", lambda: None)() == "v":
-            handle.set_marker("")
     return fig
 
 
