@@ -11,7 +11,8 @@ The parts:
   `source` (the script's functions as a listing);
 - for lesson 13: `keys` (the config keys that matter, with numbers), `baseline` (the example those numbers
   start from), both on `example` (the 7.5 B GPT on 8 GPUs, one step per knob setting, built once), and
-  `spelled` (the example's config with every priced key written out).
+  `spelled` (the example's config with every priced key written out), `stage3_plan` (stage 3 as the loss
+  runs, by the step model and by DeepSpeed's rules, and the peak to plan with).
 """
 
 from .launcher import RankReport, RunError, RunReport, launch

@@ -1,0 +1,69 @@
+"""Lesson 13's example at stage 3, as its loss runs, counted two ways; and the peak to plan with.
+
+The step model runs each block as one module, so its prefetcher walks a block at a time. DeepSpeed runs
+each weight matrix as a module of its own (`ds_scale.gpt_modules`), so its prefetcher walks further ahead,
+and a tensor that the prefetcher has walked past stays gathered whatever the reuse distance (the rules
+`ds_traffic` holds, which the lab checked on real ranks). As the loss runs, the two counts therefore hold
+different weights gathered. `at_loss` gives both, and the peak to plan with: the step model's loss column
+with DeepSpeed's gathered weights in place of its own, or the step model's own peak where that is higher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import checks
+from ..planning import ds_scale
+from ..planning.activations import Transformer
+from ..planning.step import DeepSpeed
+from ..stages import Stage
+from .example import SHAPE, example_step, loss_bytes
+
+BF16 = 2  #: bytes per gathered weight element: the example trains in bf16
+DEFAULTS = DeepSpeed(stage=3)  #: stage 3 at DeepSpeed's defaults
+
+
+@dataclass(frozen=True)
+class AtLoss:
+    """Stage 3 as the example's loss runs, in bytes per GPU."""
+
+    column: int  #: the step model's loss column: its last forward bar, and the loss on top
+    step_model: int  #: the gathered weights in that column, by the step model (a block at a time)
+    deepspeed: int  #: the gathered weights as the loss runs, by DeepSpeed's rules (a matrix at a time)
+    own_peak: int  #: the step model's own peak, the loss left out
+
+    @property
+    def plan(self) -> int:
+        """The peak to plan with: the loss column holding DeepSpeed's gathered weights instead of the step
+        model's, or the step model's own peak where that is higher."""
+        return max(self.column - self.step_model + self.deepspeed, self.own_peak)
+
+
+def knobs(framework: DeepSpeed) -> ds_scale.Knobs:
+    """`framework`'s gather and bucket settings, as DeepSpeed's rules (`ds_scale`) read them."""
+    return ds_scale.Knobs(
+        reduce_bucket_size=framework.reduce_bucket_size,
+        prefetch_bucket_size=framework.prefetch_bucket_size,
+        max_live_parameters=framework.max_live_parameters,
+        max_reuse_distance=framework.max_reuse_distance,
+    )
+
+
+def at_loss(framework: DeepSpeed = DEFAULTS, shape: Transformer = SHAPE) -> AtLoss:
+    """Stage 3 as the loss runs, for `framework` (a stage-3 DeepSpeed; default: its defaults) on `shape`
+    (default: the example's 7.5 B GPT) on the example's 8 GPUs."""
+    checks.instance("framework", framework, DeepSpeed, "a planning.DeepSpeed, e.g. DeepSpeed(stage=3)")
+    if framework.stage != Stage.ZERO3:
+        raise ValueError(
+            f"framework.stage must be 3 (weights are gathered at stage 3), got {int(framework.stage)}"
+        )
+    checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
+    step = example_step(shape, framework)
+    end = step.after_forward  # the last forward bar: the loss column is it, and the loss
+    modules = ds_scale.gpt_modules(shape.layers, shape.hidden, shape.vocab)
+    held = ds_scale.gathered_at_loss(
+        modules, knobs(framework), threshold=framework.param_persistence_threshold
+    )
+    return AtLoss(
+        end.total + loss_bytes(shape), end.bytes_of("gathered parameters"), BF16 * held, step.peak.total
+    )
