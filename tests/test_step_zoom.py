@@ -10,6 +10,7 @@ from zero_lessons.planning import DeepSpeed, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.present.step_figure import Panel, plot_step
 from zero_lessons.present.step_floor import rises
+from zero_lessons.present.step_legend import BOUNDARIES
 from zero_lessons.present.step_zoom import SPAN, drawn, floor, plot_zoom, tops, window
 
 SHAPE = MODELS["7.5b"]
@@ -71,12 +72,12 @@ def test_a_zoom_legend_names_only_what_its_columns_draw():
     assert "fp32 gradients" not in kinds and "optimizer temporaries" not in kinds and not boundaries
     assert {"activations", "gathered parameters", "gradient buckets", "unreduced gradients"} <= kinds
     names = [t.get_text() for t in plot_zoom(PANELS[1:], "GB").legends[0].get_texts()]
-    assert "fp32 gradients" not in names and "the step's boundaries: no activations" not in names
+    assert "fp32 gradients" not in names and BOUNDARIES not in names
     assert "gathered parameters" in names and "the loss, after the forward pass" in names
     end_kinds, end_boundaries = drawn(PANELS[1:], around="end")
     assert {"fp32 gradients", "optimizer temporaries"} <= end_kinds and end_boundaries
     ends = [t.get_text() for t in plot_zoom(PANELS[1:], "GB", around="end").legends[0].get_texts()]
-    assert "fp32 gradients" in ends and "the step's boundaries: no activations" in ends
+    assert "fp32 gradients" in ends and BOUNDARIES in ends
     assert "the loss, after the forward pass" not in ends  # the step's end shows no loss column
 
 
@@ -194,3 +195,17 @@ def test_same_floor_starts_every_panel_at_the_lowest_floor():
     assert own == [floor(p, around="end") for p in PANELS]
     with pytest.raises(TypeError, match="same_floor must be True or False"):
         plot_zoom(PANELS, "GB", same_floor="yes")
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_the_grey_bands_legend_names_every_boundary_the_step_model_marks(checkpointing):
+    """The legend says the grey bands are the start and the moments before and after the step: those must be
+    the only boundary phases, and none may hold activations."""
+    gpt = transformer_model(MODELS["7.5b"])
+    for fw in (DeepSpeed(stage=1), DeepSpeed(stage=2), DeepSpeed(stage=3)):
+        phases = timeline(gpt, fw, 8, checkpointing=checkpointing).phases
+        grey = [p for p in phases if p.kind == "boundary"]
+        assert [p.name for p in grey] == ["start of step", "before optimizer step", "after optimizer step"]
+        assert all(p.bytes_of("activations") == 0 for p in grey)
+        assert phases.index(grey[1]) + 2 == phases.index(grey[2]) == len(phases) - 1  # around the step
+    assert "before and after the step" in BOUNDARIES and "start" in BOUNDARIES

@@ -119,10 +119,14 @@ def _groups(panels, unit: str, shown: Shown | None = None, peak_mark: bool = Tru
         box = plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1)))
         marks.append((box, "tolerance"))
     if boundaries:
-        marks.append((plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), "the step's boundaries: no activations"))
+        marks.append((plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), BOUNDARIES))
     line = plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v" if peak_mark else "", ms=4)
     marks.append((line, _peak_name(panels)))
     return states, buffers, marks
+
+
+#: the grey bands' legend entry: the three moments the step model marks between passes, with no activations
+BOUNDARIES = "grey: the start, and before and after the step (no activations)"
 
 
 def title_peak(ax, panel, unit: str, digits: int | None = None) -> None:
