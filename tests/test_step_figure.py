@@ -543,3 +543,13 @@ def test_a_floor_draws_what_grows_under_it_on_top_and_writes_what_stays_hidden()
     notes = [t for t in ax.texts if "below the axis" in t.get_text()]
     assert any(n.get_position() == (phase, high) and "gradients" in n.get_text() for n in notes)
     plt.close(fig)
+
+
+def test_a_lone_panel_is_drawn_as_tall_as_two_so_its_thin_bands_show():
+    panel = Panel("TINY on 2 ranks", timeline(TINY, DeepSpeed(stage=2), 2))
+    one, two = plot_step([panel], "B"), plot_step([panel, panel], "B")
+    assert tuple(one.get_size_inches()) == tuple(two.get_size_inches())
+    three = plot_step([panel] * 3, "B")
+    assert three.get_size_inches()[1] > two.get_size_inches()[1]  # more panels, taller
+    for fig in (one, two, three):
+        plt.close(fig)

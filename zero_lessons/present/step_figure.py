@@ -196,7 +196,7 @@ def plot_step(
     checks.instance("peak_mark", peak_mark, bool, "True or False")
     bottom = float(checks.amount("floor", floor))
     head = LEGEND_ROW * LEGEND_ROWS + (0.3 if title else 0.05)
-    height = PANEL_HEIGHT * len(panels) + head
+    height = PANEL_HEIGHT * max(len(panels), 2) + head  # a lone panel: two panels' height, its slivers show
     panels = [lift(p, unit, bottom) for p in panels] if bottom else panels  # growth under the cut, on top
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height))
     axes = [axes] if len(panels) == 1 else list(axes)
