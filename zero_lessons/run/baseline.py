@@ -17,9 +17,6 @@ from . import stage3_plan
 from .example import GPUS, SHAPE, example_step, loss_bytes
 from .keys import markdown
 
-#: The output layer's weights, shared with the embedding: V·h in bf16, gathered at stage 3 as the loss runs;
-#: the package does not model the layer, so the baseline adds them in words
-HEAD = 2 * SHAPE.vocab * SHAPE.hidden
 #: The DeepSpeed knobs the advisor's config writes (`planning.ds_config.zero_config`), besides the stage.
 SET = ("overlap_comm", "contiguous_gradients")
 
@@ -86,11 +83,10 @@ class Baseline:
              f"{_gb(line.peak_with_loss(self.loss))}, at {line.peak_name_with_loss(self.loss)} (step model)"]
         )  # fmt: skip
         counted = stage3_plan.at_loss(knobs(3, False))
-        with_head = round(float(Fraction(counted.plan + HEAD) / units.GB))
         rows.append(
             ["peak per GPU with the loss, stage 3",
              f"{_gb(counted.plan)}, at the loss, with DeepSpeed's own count of gathered weights (step model "
-             f"alone: {_gb(counted.column)}); about {with_head} GB with the output layer"]
+             f"alone: {_gb(counted.column)})"]
         )  # fmt: skip
         rows.append(
             ["the advisor's config for this example", "; ".join(self.advisor_line(s) for s in (2, 3))]
