@@ -64,3 +64,34 @@ def test_bad_input_gets_a_one_line_error_naming_the_field():
         at_loss("stage 3")
     with pytest.raises(TypeError, match=r"^shape must be an activations.Transformer"):
         at_loss(shape="7.5b")
+
+
+def test_the_output_layer_as_one_more_module_stops_the_look_ahead_sooner():
+    """With the head walked too, DeepSpeed holds its V·h weights, blocks 30 to 32 and block 29's MLP."""
+    from zero_lessons.planning import ds_scale
+    from zero_lessons.run.stage3_plan import modules
+
+    walked = modules(head=True)
+    assert walked[:-1] == modules() == ds_scale.gpt_modules() and walked[-1] == (SHAPE.vocab * H,)
+    held = ds_scale.held_at_loss(walked)
+    assert held[len(walked) - 1] == SHAPE.vocab * H
+    got, without = at_loss(head=True), at_loss()
+    assert got.deepspeed == 2 * (SHAPE.vocab * H + 3 * BLOCK + 2 * MLP) < without.deepspeed
+    assert (got.column, got.step_model, got.own_peak) == (
+        without.column,
+        without.step_model,
+        without.own_peak,
+    )
+    assert round(got.plan / 10**9, 2) == 50.5
+    with pytest.raises(TypeError, match=r"^head must be True or False"):
+        at_loss(head="yes")
+
+
+def test_planned_is_the_step_models_peak_with_the_loss_below_stage_3_and_at_loss_at_it():
+    from zero_lessons.run.stage3_plan import planned
+
+    z2 = DeepSpeed(stage=2, overlap_comm=True)
+    assert planned(z2) == example_step(SHAPE, z2).peak_with_loss(loss_bytes(SHAPE))
+    assert planned(DeepSpeed(stage=3)) == at_loss().plan
+    with pytest.raises(TypeError, match=r"^framework must be a planning.DeepSpeed"):
+        planned("stage 2")

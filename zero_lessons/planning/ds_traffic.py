@@ -206,12 +206,6 @@ def stage3_held(modules: Modules, prefetch: int, max_live: int, reuse: int) -> l
     return out
 
 
-def stage3_live(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[int]:
-    """Elements stage 3 holds gathered while each entry of `trace` runs (`stage3_held`, summed)."""
-    sizes = [n for m in modules for n in m]
-    return [sum(sizes[i] for i in held) for held in stage3_held(modules, prefetch, max_live, reuse)]
-
-
 def _released(order, used, step: int, seen: dict, sizes, reuse: int) -> set[int]:
     """A module's tensors freed after it runs: none used within `reuse` elements ahead or prefetched."""
     out = {i for i in used if seen[i] <= step}

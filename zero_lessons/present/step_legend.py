@@ -28,6 +28,8 @@ LEGEND_GROUPS = ("model state (bars)", "buffers beyond the model state (bars)", 
 #: What a figure of some columns draws: the kinds in its bars ("loss" where the loss's column shows), and
 #: whether it shows a boundary phase.
 Shown = tuple[frozenset[str], bool]
+#: the grey bands' legend entry: the three moments the step model marks between passes, with no activations
+BOUNDARIES = "grey: the start, and before and after the step (no activations)"
 
 
 def stacked(heights: dict, phase: int):
@@ -123,10 +125,6 @@ def _groups(panels, unit: str, shown: Shown | None = None, peak_mark: bool = Tru
     line = plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v" if peak_mark else "", ms=4)
     marks.append((line, _peak_name(panels)))
     return states, buffers, marks
-
-
-#: the grey bands' legend entry: the three moments the step model marks between passes, with no activations
-BOUNDARIES = "grey: the start, and before and after the step (no activations)"
 
 
 def title_peak(ax, panel, unit: str, digits: int | None = None) -> None:

@@ -99,12 +99,7 @@ class Baseline:
         what = (
             ", ".join(f"{k} {new} (default {old})" for k, (old, new) in changed.items()) or "no key differs"
         )
-        advised = knobs(stage, True)
-        top = (
-            stage3_plan.at_loss(advised).plan
-            if stage == 3
-            else self.step(stage, True).peak_with_loss(self.loss)
-        )
+        top = stage3_plan.planned(knobs(stage, True))
         return f"stage {stage}: {what}, peak with the loss {_gb(top)}"
 
     def __repr__(self) -> str:

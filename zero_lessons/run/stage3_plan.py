@@ -49,21 +49,40 @@ def knobs(framework: DeepSpeed) -> ds_scale.Knobs:
     )
 
 
-def at_loss(framework: DeepSpeed = DEFAULTS, shape: Transformer = SHAPE) -> AtLoss:
+def modules(shape: Transformer = SHAPE, head: bool = False) -> tuple[tuple[int, ...], ...]:
+    """`shape`'s modules as DeepSpeed runs them (`ds_scale.gpt_modules`); with `head`, the output layer as one
+    more module after the last block (its V·h weights are the embedding's, shared; as the loss runs DeepSpeed
+    holds one gathered copy of them, which a module of their own stands for)."""
+    checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
+    checks.instance("head", head, bool, "True or False")
+    blocks = ds_scale.gpt_modules(shape.layers, shape.hidden, shape.vocab)
+    return (*blocks, (shape.vocab * shape.hidden,)) if head else blocks
+
+
+def at_loss(framework: DeepSpeed = DEFAULTS, shape: Transformer = SHAPE, head: bool = False) -> AtLoss:
     """Stage 3 as the loss runs, for `framework` (a stage-3 DeepSpeed; default: its defaults) on `shape`
-    (default: the example's 7.5 B GPT) on the example's 8 GPUs."""
+    (default: the example's 7.5 B GPT) on the example's 8 GPUs; with `head`, DeepSpeed's count walks the
+    output layer too (`modules`), which the step model leaves out."""
     checks.instance("framework", framework, DeepSpeed, "a planning.DeepSpeed, e.g. DeepSpeed(stage=3)")
     if framework.stage != Stage.ZERO3:
         raise ValueError(
             f"framework.stage must be 3 (weights are gathered at stage 3), got {int(framework.stage)}"
         )
-    checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
+    walked = modules(shape, head)
     step = example_step(shape, framework)
     end = step.after_forward  # the last forward bar: the loss column is it, and the loss
-    modules = ds_scale.gpt_modules(shape.layers, shape.hidden, shape.vocab)
     held = ds_scale.gathered_at_loss(
-        modules, knobs(framework), threshold=framework.param_persistence_threshold
+        walked, knobs(framework), threshold=framework.param_persistence_threshold
     )
     return AtLoss(
         end.total + loss_bytes(shape), end.bytes_of("gathered parameters"), BF16 * held, step.peak.total
     )
+
+
+def planned(framework: DeepSpeed, shape: Transformer = SHAPE) -> int:
+    """The example's peak per GPU with the loss, to plan with: at stage 3 `at_loss`'s, below it the step
+    model's own (`Timeline.peak_with_loss`), no weights being gathered there."""
+    checks.instance("framework", framework, DeepSpeed, "a planning.DeepSpeed, e.g. DeepSpeed(stage=2)")
+    if framework.stage == Stage.ZERO3:
+        return at_loss(framework, shape).plan
+    return example_step(shape, framework).peak_with_loss(loss_bytes(shape))
