@@ -190,7 +190,7 @@ def reuse(modules=None, knobs: Knobs = Knobs()) -> Reuse:
     )
 
 
-def _live(modules, knobs: Knobs, threshold: int) -> tuple[list, list[frozenset[int]]]:
+def sharded_held(modules, knobs: Knobs, threshold: int) -> tuple[list, list[frozenset[int]]]:
     """The modules' tensors over `threshold` elements (the rest stay whole on every rank, never gathered),
     and which of them (flattened indices) stage 3 holds gathered at each entry of `trace`."""
     modules = _checked(modules, knobs)
@@ -206,7 +206,7 @@ def gathered_in_backward(
     """The most weight elements stage 3 holds gathered while the backward pass runs the model's last `last`
     modules (default: the 7.5 B model's block 32 under DeepSpeed's defaults, which keep tensors of up to
     `threshold` elements whole on every rank, so never gathered)."""
-    big, held = _live(modules, knobs, threshold)
+    big, held = sharded_held(modules, knobs, threshold)
     checks.whole("last", last, low=1, high=len(big))
     sizes = [n for m in big for n in m]
     entries = (ds_traffic.backward_entry(len(big), len(big) - 1 - k) for k in range(last))
@@ -216,7 +216,7 @@ def gathered_in_backward(
 def held_at_loss(modules=None, knobs: Knobs = Knobs(), *, threshold: int = 100_000) -> dict[int, int]:
     """Weight elements stage 3 holds gathered as the loss runs, between the passes, by module (its index in
     `modules`, in forward order: for `gpt_modules`, 0 the embedding, then six per block)."""
-    big, held = _live(modules, knobs, threshold)
+    big, held = sharded_held(modules, knobs, threshold)
     owner = [(m, n) for m, tensors in enumerate(big) for n in tensors]  # each tensor's module and size
     at_loss = [owner[i] for i in sorted(held[ds_traffic.loss_entry(len(big))])]
     return {m: sum(n for k, n in at_loss if k == m) for m in dict.fromkeys(m for m, _ in at_loss)}

@@ -118,6 +118,11 @@ def loss_entry(count: int) -> int:
     return 2 * count
 
 
+def forward_entry(module: int) -> int:
+    """`trace`'s position of module `module`'s forward use (0 is the first module in forward order)."""
+    return 1 + 2 * module
+
+
 def backward_entry(count: int, module: int) -> int:
     """`trace`'s position of module `module`'s backward use (0 is the first module in forward order)."""
     return loss_entry(count) + 1 + 2 * (count - 1 - module)
@@ -208,15 +213,19 @@ def stage3_held(modules: Modules, prefetch: int, max_live: int, reuse: int) -> l
 
 def _released(order, used, step: int, seen: dict, sizes, reuse: int) -> set[int]:
     """A module's tensors freed after it runs: none used within `reuse` elements ahead or prefetched."""
-    out = {i for i in used if seen[i] <= step}
-    traversed = 0
-    for ahead in order[step:]:
+    near = {i for ahead in order[step : reuse_horizon(order, step, sizes, reuse) + 1] for i in ahead}
+    return {i for i in used if seen[i] <= step} - near
+
+
+def reuse_horizon(order, start: int, sizes, reuse: int) -> int:
+    """The last place of `order` (from `start` on) whose uses lie within `reuse` elements: the uses that a
+    module finishing just before `start` counts as near enough to keep its tensors for."""
+    last, traversed = start - 1, 0
+    for place in range(start, len(order)):
         if traversed >= reuse:
             break
-        for index in ahead:
-            out.discard(index)
-            traversed += sizes[index]
-    return out
+        last, traversed = place, traversed + sum(sizes[i] for i in order[place])
+    return last
 
 
 #: The DeepSpeed knobs `knob_collectives` reads: they decide how a step's traffic is cut into collectives.

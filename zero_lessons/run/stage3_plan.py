@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import checks
-from ..planning import ds_scale
+from ..planning import ds_lookahead, ds_scale
 from ..planning.activations import Transformer
 from ..planning.step import DeepSpeed
 from ..stages import Stage
@@ -86,3 +86,19 @@ def planned(framework: DeepSpeed, shape: Transformer = SHAPE) -> int:
     if framework.stage == Stage.ZERO3:
         return at_loss(framework, shape).plan
     return example_step(shape, framework).peak_with_loss(loss_bytes(shape))
+
+
+def lookahead(
+    framework: DeepSpeed = DEFAULTS, shape: Transformer = SHAPE, head: bool = False, blocks: int = 5
+) -> ds_lookahead.Lookahead:
+    """The example's last `blocks` blocks (and with `head` the output layer) around the turn from forward to
+    backward: each weight matrix's uses and held stretches, and why it is gathered as the loss runs; modules
+    named as `ds_lookahead.gpt_names` names them ("28 fc1" is block 28's first MLP matrix)."""
+    checks.instance("framework", framework, DeepSpeed, "a planning.DeepSpeed, e.g. DeepSpeed(stage=3)")
+    checks.whole("blocks", blocks, low=1, high=shape.layers)
+    first = 1 + 6 * (shape.layers - blocks)  # the first module of the first block drawn
+    threshold = framework.param_persistence_threshold
+    names = ds_lookahead.gpt_names(shape.layers)
+    return ds_lookahead.lookahead(
+        modules(shape, head), knobs(framework), threshold=threshold, first=first, names=names
+    )

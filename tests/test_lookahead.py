@@ -1,0 +1,123 @@
+"""`planning.ds_lookahead` and its figure: why stage 3 holds each weight matrix as the loss runs, checked
+against `ds_traffic`'s walk by other routes (gather counts with and without prefetching, the held sets)."""
+
+from collections import Counter
+
+import matplotlib.colors
+import pytest
+from matplotlib.figure import Figure
+
+from zero_lessons.planning import DeepSpeed, ds_lookahead, ds_scale, ds_traffic
+from zero_lessons.present.lookahead_figure import WHY_COLOURS, WHY_NAMES, plot_lookahead
+from zero_lessons.run import stage3_plan
+from zero_lessons.run.example import SHAPE
+
+H = SHAPE.hidden
+QKV, PROJ, MLP = 3 * H * H, H * H, 4 * H * H
+SIZES = (QKV, PROJ, MLP, MLP)  #: a block's four weight matrices, in forward order
+BIG = tuple(tuple(n for n in m if n > 100_000) for m in stage3_plan.modules())  #: what stage 3 gathers
+
+
+def _times(prefetch: int, knobs: ds_scale.Knobs) -> Counter:
+    """How often each tensor of `BIG` is all-gathered in a step, prefetching `prefetch` elements ahead."""
+    gathers = ds_traffic.stage3_gathers(BIG, prefetch, knobs.max_live_parameters, knobs.max_reuse_distance)
+    return Counter(i for g in gathers for i in g)
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [ds_scale.Knobs(), ds_scale.Knobs(max_reuse_distance=0), ds_scale.Knobs(max_live_parameters=2 * 10**9)],
+)
+def test_each_reason_matches_how_often_the_matrix_is_gathered_with_and_without_prefetching(knobs):
+    look = ds_lookahead.lookahead(stage3_plan.modules(), knobs, first=1 + 6 * 24)
+    with_prefetch, without = _times(knobs.prefetch_bucket_size, knobs), _times(0, knobs)
+    held = ds_traffic.stage3_held(
+        BIG, knobs.prefetch_bucket_size, knobs.max_live_parameters, knobs.max_reuse_distance
+    )
+    for m in look.matrices:
+        kept = {"reuse distance": (1, 1), "look-ahead": (1, 2)}.get(m.why, (2, 2))
+        assert (with_prefetch[m.tensor], without[m.tensor]) == kept, m
+        assert (m.tensor in held[look.loss]) == (m.why != "not held")
+    assert look.totals[look.loss] == ds_scale.gathered_at_loss(knobs=knobs)
+
+
+def test_the_held_stretches_are_the_walks_held_sets():
+    look = ds_lookahead.lookahead(stage3_plan.modules(), first=1 + 6 * 27)
+    held = ds_traffic.stage3_held(BIG, 50_000_000, 10**9, 10**9)
+    for m in look.matrices:
+        drawn = {p for start, end in m.held for p in range(start, end + 1)}
+        assert drawn == {p for p, h in enumerate(held) if m.tensor in h}
+        assert m.forward in drawn and m.backward in drawn
+
+
+def test_at_the_defaults_blocks_30_to_32_are_kept_by_distance_29_by_the_look_ahead_28s_fc1_fetched_back():
+    look = stage3_plan.lookahead()
+    why = [m.why for m in look.matrices]
+    assert why == ["not held"] * 2 + ["fetched back"] + ["look-ahead"] * 8 + ["reuse distance"] * 9
+    assert look.at_loss("reuse distance") == 2 * sum(SIZES) + MLP  # blocks 31, 32 and block 30's fc2
+    assert (
+        look.at_loss("look-ahead") == sum(SIZES) + QKV + PROJ + 2 * MLP
+    )  # block 29, 30's first three, 28's fc2
+    assert look.at_loss("fetched back") == MLP  # block 28's fc1
+    assert look.at_loss() == look.totals[look.loss] == 1_060_634_624
+    fc1 = look.matrices[2]
+    assert fc1.reach < fc1.backward and fc1.horizon < fc1.backward  # so it is freed after its forward use...
+    assert len(fc1.held) == 2 and fc1.held[1][0] < look.loss  # ...and prefetched back before the loss
+
+
+def test_the_output_layer_as_a_module_moves_the_turn_one_matrix_on():
+    look = stage3_plan.lookahead(head=True)
+    assert look.name(look.matrices[-1].module) == "output layer" and look.matrices[-1].why == "reuse distance"
+    assert look.at_loss() == look.totals[look.loss] == 1_052_074_240
+    assert [m.why for m in look.matrices].count("fetched back") == 1 and look.matrices[
+        6
+    ].why == "fetched back"
+
+
+def test_without_a_reuse_distance_or_a_look_ahead_nothing_is_kept_for_that_reason():
+    assert "reuse distance" not in {
+        m.why for m in stage3_plan.lookahead(DeepSpeed(stage=3, max_reuse_distance=0)).matrices
+    }
+    no_prefetch = stage3_plan.lookahead(DeepSpeed(stage=3, prefetch_bucket_size=0))
+    assert {m.why for m in no_prefetch.matrices} == {"reuse distance", "not held"}
+    assert all(m.reach < m.forward for m in no_prefetch.matrices)  # the look-ahead never walked
+
+
+def test_gpt_names_count_blocks_from_one_and_name_the_output_layer():
+    names = ds_lookahead.gpt_names(32)
+    assert names[0] == "embedding" and names[1 + 6 * 27 + 4] == "28 fc1" and names[6 * 32] == "32 fc2"
+    assert names[1 + 6 * 32] == "output layer" and len(names) == 2 + 6 * 32
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: ds_lookahead.lookahead(first=10**6), "first must be"),
+        (lambda: stage3_plan.lookahead().at_loss("kept"), "why must be"),
+        (lambda: stage3_plan.lookahead(blocks=0), "blocks must be"),
+        (lambda: ds_lookahead.gpt_names(0), "blocks must be"),
+        (lambda: plot_lookahead("look"), "look must be"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_field(call, message):
+    with pytest.raises((TypeError, ValueError)) as raised:
+        call()
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_the_figure_draws_a_row_per_matrix_a_bar_per_held_stretch_coloured_by_why():
+    look = stage3_plan.lookahead()
+    fig = plot_lookahead(look)
+    assert isinstance(fig, Figure)
+    rows = fig.axes[1]
+    labels = [t.get_text() for t in rows.get_yticklabels()]
+    assert labels == [look.name(m.module) for m in reversed(look.matrices)] and labels[-1] == "28 qkv"
+    columns = [t.get_text() for t in rows.get_xticklabels()]
+    assert columns.count("the loss") == 1 and len(columns) == 2 * len(look.matrices) + 1
+    for why, colour in WHY_COLOURS.items():
+        bars = [p for p in rows.patches if matplotlib.colors.to_hex(p.get_facecolor()) == colour]
+        assert len(bars) == sum(len(m.held) for m in look.matrices if m.why == why), why
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [n for n in WHY_NAMES.values() if n in legend] == list(WHY_NAMES.values())
+    text = [t.get_text() for t in fig.axes[0].texts]
+    assert text == ["1,061 M as the loss runs"]

@@ -1,0 +1,139 @@
+"""Stage 3's turn from the forward to the backward pass, matrix by matrix (`planning.ds_lookahead`): one row
+per weight matrix with its two uses and the stretches it is held gathered, coloured by why it is held as the
+loss runs; under each bar, how far the reuse horizon and the prefetcher's look-ahead reached when its forward
+use ended. Above the rows, the elements gathered against `max_live_parameters`."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from .. import checks
+from ..planning.ds_lookahead import WHY, Lookahead
+
+#: A held stretch's colour, by why the matrix is gathered as the loss runs.
+WHY_COLOURS = dict(zip(WHY, ("#4c72b0", "#dd8452", "#8172b3", "#c7c7c7"), strict=True))
+#: What the legend says for each reason.
+WHY_NAMES = {
+    "reuse distance": "kept: its backward use is within the reuse distance",
+    "look-ahead": "kept: the look-ahead had already walked past its backward use",
+    "fetched back": "freed after its forward use, then prefetched back before the loss",
+    "not held": "freed after its forward use, gathered again during backward",
+}
+#: The rule the rows show, as the lower panel's title.
+RULE = (
+    "After its forward use (●) a matrix stays gathered if its backward use (○) lies within the blue arrow"
+    " (reuse distance)\nor the orange one (how far the look-ahead had walked); otherwise it is freed, and"
+    " gathered again for backward"
+)
+HORIZON, REACH = "#4c72b0", "#dd8452"  #: the colours of the reuse-horizon and look-ahead lines
+
+
+def _columns(look: Lookahead) -> list[int]:
+    """The places of `trace` drawn: every use of the chosen matrices, and the loss, in step order."""
+    uses = {p for m in look.matrices for p in (m.forward, m.backward)}
+    return sorted(uses | {look.loss})
+
+
+def _x(columns: list[int], place: int) -> float:
+    """A place's x: its column, a fraction of the way to the next where it falls between two, or half a column
+    beyond the drawn ones where it falls outside them."""
+    if place < columns[0]:
+        return -0.5
+    if place > columns[-1]:
+        return len(columns) - 0.5
+    i = max(k for k, c in enumerate(columns) if c <= place)
+    return i if columns[i] == place else i + (place - columns[i]) / (columns[i + 1] - columns[i])
+
+
+def _row(ax, y: float, matrix, columns: list[int]) -> None:
+    """One matrix: its held stretches, its two uses, and the horizon and reach at its forward use."""
+    for gathered, released in matrix.held:
+        left, right = _x(columns, gathered), _x(columns, released) + 0.3
+        ax.barh(y, right - left, left=left, height=0.46, color=WHY_COLOURS[matrix.why], lw=0)
+    start = _x(columns, matrix.forward)
+    for colour, end, dy in ((HORIZON, matrix.horizon, 0.36), (REACH, matrix.reach, -0.36)):
+        if end > matrix.forward:
+            ax.annotate(
+                "", (_x(columns, end), y + dy), (start, y + dy),
+                arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 1.1, "shrinkA": 0, "shrinkB": 0},
+            )  # fmt: skip
+    ax.plot(start, y, "o", color="black", markersize=5)
+    ax.plot(_x(columns, matrix.backward), y, "o", mfc="white", mec="black", markersize=5)
+
+
+def _totals(ax, look: Lookahead, columns: list[int]) -> None:
+    """The weight elements gathered (every module, in millions) while each drawn place runs, the live cap,
+    and the count as the loss runs."""
+    millions = [look.totals[c] / 1e6 for c in columns]
+    ax.step(range(len(columns)), millions, where="mid", color="black", lw=1.4, label="weights gathered (all)")
+    ax.axhline(look.cap / 1e6, color="#c44e52", ls="--", lw=1, label="max_live_parameters")
+    loss = columns.index(look.loss)
+    text = f"{look.totals[look.loss] / 1e6:,.0f} M as the loss runs"
+    where = (loss + 0.6, 0.35 * millions[loss])
+    ax.annotate(text, (loss, millions[loss]), where, fontsize=8, arrowprops={"arrowstyle": "->", "lw": 0.8})
+    ax.set_ylabel("gathered\n(M elements)", fontsize=9)
+    ax.set_ylim(0, max(millions + [look.cap / 1e6]) * 1.25)
+    ax.legend(loc="lower left", fontsize=8, ncol=2, frameon=False)
+
+
+def _legend(fig, shown: set[str]) -> None:
+    """The reasons drawn, the uses and the two lines, under the rows."""
+    handles = [plt.Rectangle((0, 0), 1, 1, color=WHY_COLOURS[w], lw=0) for w in WHY if w in shown]
+    names = [WHY_NAMES[w] for w in WHY if w in shown]
+    handles += [
+        plt.Line2D([], [], marker="o", color="black", ls=""),
+        plt.Line2D([], [], marker="o", mfc="white", mec="black", ls=""),
+        plt.Line2D([], [], color=HORIZON, lw=1.1),
+        plt.Line2D([], [], color=REACH, lw=1.1),
+    ]
+    names += [
+        "its forward use",
+        "its backward use",
+        "reuse horizon at its forward use (uses within max_reuse_distance)",
+        "how far the look-ahead had walked at its forward use",
+    ]
+    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
+
+
+def _labels(look: Lookahead, columns: list[int]) -> tuple[list[str], list[str]]:
+    """Each row's label (its module's name; a second tensor of the same module numbered) and each column's
+    (the module used there, or the loss)."""
+    rows, place = [], {look.loss: "the loss"}
+    for k, m in enumerate(look.matrices):
+        again = sum(1 for n in look.matrices[:k] if n.module == m.module)
+        rows.append(look.name(m.module) + (f" ({again + 1})" if again else ""))
+        place |= {m.forward: look.name(m.module), m.backward: look.name(m.module)}
+    return rows, [place[c] for c in columns]
+
+
+def plot_lookahead(look: Lookahead) -> Figure:
+    """`look` drawn, each module named by `look.name`."""
+    checks.instance(
+        "look", look, Lookahead, "a ds_lookahead.Lookahead, e.g. from run.stage3_plan.lookahead()"
+    )
+    columns = _columns(look)
+    row_names, labels = _labels(look, columns)
+    rows = len(row_names)
+    fig, (top, ax) = plt.subplots(
+        2, 1, figsize=(11, 2.6 + 0.3 * rows), sharex=True, gridspec_kw={"height_ratios": [1, rows / 6]}
+    )
+    _totals(top, look, columns)
+    for k, matrix in enumerate(look.matrices):
+        _row(ax, rows - 1 - k, matrix, columns)
+    middle = columns.index(look.loss)
+    for axis in (top, ax):
+        axis.axvspan(middle + 0.5, len(columns) - 0.5, color="0.94", zorder=0)
+        axis.axvline(middle, color="black", lw=0.8, ls=":")
+    ax.set_yticks(range(rows), list(reversed(row_names)), fontsize=8)
+    ax.set_ylim(-0.7, rows - 0.3)
+    ax.set_xlim(-0.6, len(columns) - 0.4)
+    ax.set_xticks(range(len(columns)), labels, rotation=90, fontsize=7)
+    ax.set_xlabel(
+        "the step's uses of these matrices, in order: forward, the loss (dotted), backward (shaded)"
+    )
+    ax.set_title(RULE, fontsize=9, loc="left")
+    _legend(fig, {m.why for m in look.matrices})
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    plt.close(fig)
+    return fig
