@@ -121,3 +121,21 @@ def test_the_figure_draws_a_row_per_matrix_a_bar_per_held_stretch_coloured_by_wh
     assert [n for n in WHY_NAMES.values() if n in legend] == list(WHY_NAMES.values())
     text = [t.get_text() for t in fig.axes[0].texts]
     assert text == ["1,061 M as the loss runs"]
+
+
+def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_bias_and_counts_are_whole():
+    modules = [(1024, 32)] * 4  # lesson 10's lab: four Linears, every tensor gathered
+    knobs = ds_scale.Knobs(prefetch_bucket_size=1200, max_live_parameters=3600, max_reuse_distance=1200)
+    names = {i: f"linear {i + 1}" for i in range(4)}
+    look = ds_lookahead.lookahead(modules, knobs, threshold=0, names=names)
+    assert [m.why for m in look.matrices] == ["fetched back", "not held"] + ["look-ahead"] * 4 + [
+        "reuse distance"
+    ] * 2
+    fig = plot_lookahead(look, every_place=True)
+    rows = fig.axes[1]
+    assert [t.get_text() for t in rows.get_yticklabels()][-2:] == ["linear 1 bias", "linear 1 weight"]
+    columns = [t.get_text() for t in rows.get_xticklabels()]
+    assert len(columns) == look.matrices[0].backward + 1 and columns[:3] == ["start", "linear 1", "·"]
+    assert [t.get_text() for t in fig.axes[0].texts] == ["4,192 as the loss runs"]
+    with pytest.raises(TypeError, match="every_place must be"):
+        plot_lookahead(look, every_place="yes")

@@ -22,17 +22,24 @@ WHY_NAMES = {
 }
 #: The rule the rows show, as the lower panel's title.
 RULE = (
-    "After its forward use (●) a matrix stays gathered if its backward use (○) lies within the blue arrow"
+    "After its forward use (●) a tensor stays gathered if its backward use (○) lies within the blue arrow"
     " (reuse distance)\nor the orange one (how far the look-ahead had walked); otherwise it is freed, and"
     " gathered again for backward"
 )
+#: The x axis's label: the uses of the drawn tensors, or every place of the step.
+PLACES = {
+    False: "the step's uses of these tensors, in order: forward, the loss (dotted), backward (shaded)",
+    True: "the step's modules in order: forward, the loss (dotted), backward (shaded); · has no weights",
+}
+LEGEND_INCHES = 0.8  #: the height the legend takes under the rows
 HORIZON, REACH = "#4c72b0", "#dd8452"  #: the colours of the reuse-horizon and look-ahead lines
 
 
-def _columns(look: Lookahead) -> list[int]:
-    """The places of `trace` drawn: every use of the chosen matrices, and the loss, in step order."""
+def _columns(look: Lookahead, every_place: bool) -> list[int]:
+    """The places of `trace` drawn: every use of the chosen matrices, and the loss, in step order; with
+    `every_place`, every place from the step's start to the last of those uses."""
     uses = {p for m in look.matrices for p in (m.forward, m.backward)}
-    return sorted(uses | {look.loss})
+    return list(range(max(uses) + 1)) if every_place else sorted(uses | {look.loss})
 
 
 def _x(columns: list[int], place: int) -> float:
@@ -63,17 +70,18 @@ def _row(ax, y: float, matrix, columns: list[int]) -> None:
 
 
 def _totals(ax, look: Lookahead, columns: list[int]) -> None:
-    """The weight elements gathered (every module, in millions) while each drawn place runs, the live cap,
-    and the count as the loss runs."""
-    millions = [look.totals[c] / 1e6 for c in columns]
-    ax.step(range(len(columns)), millions, where="mid", color="black", lw=1.4, label="weights gathered (all)")
-    ax.axhline(look.cap / 1e6, color="#c44e52", ls="--", lw=1, label="max_live_parameters")
+    """The weight elements gathered (every module; in millions where the cap is 10⁷ or more) while each drawn
+    place runs, the live cap, and the count as the loss runs."""
+    scale, unit = (1e6, " M") if look.cap >= 10**7 else (1, "")
+    counts = [look.totals[c] / scale for c in columns]
+    ax.step(range(len(columns)), counts, where="mid", color="black", lw=1.4, label="weights gathered (all)")
+    ax.axhline(look.cap / scale, color="#c44e52", ls="--", lw=1, label="max_live_parameters")
     loss = columns.index(look.loss)
-    text = f"{look.totals[look.loss] / 1e6:,.0f} M as the loss runs"
-    where = (loss + 0.6, 0.35 * millions[loss])
-    ax.annotate(text, (loss, millions[loss]), where, fontsize=8, arrowprops={"arrowstyle": "->", "lw": 0.8})
-    ax.set_ylabel("gathered\n(M elements)", fontsize=9)
-    ax.set_ylim(0, max(millions + [look.cap / 1e6]) * 1.25)
+    text = f"{look.totals[look.loss] / scale:,.0f}{unit} as the loss runs"
+    where = (loss + 0.6, 0.35 * counts[loss])
+    ax.annotate(text, (loss, counts[loss]), where, fontsize=8, arrowprops={"arrowstyle": "->", "lw": 0.8})
+    ax.set_ylabel(f"gathered\n({unit.strip() or 'elements'}{' elements' if unit else ''})", fontsize=9)
+    ax.set_ylim(0, max(counts + [look.cap / scale]) * 1.25)
     ax.legend(loc="lower left", fontsize=8, ncol=2, frameon=False)
 
 
@@ -97,26 +105,29 @@ def _legend(fig, shown: set[str]) -> None:
 
 
 def _labels(look: Lookahead, columns: list[int]) -> tuple[list[str], list[str]]:
-    """Each row's label (its module's name; a second tensor of the same module numbered) and each column's
-    (the module used there, or the loss)."""
-    rows, place = [], {look.loss: "the loss"}
-    for k, m in enumerate(look.matrices):
-        again = sum(1 for n in look.matrices[:k] if n.module == m.module)
-        rows.append(look.name(m.module) + (f" ({again + 1})" if again else ""))
+    """Each row's label (its module's name, with "weight" or "bias" where the module has both) and each
+    column's (the module used there, the loss, the step's start, or "·" for a step without weights)."""
+    rows, place = [], {0: "start", look.loss: "the loss"}
+    for m in look.matrices:
+        both = [n for n in look.matrices if n.module == m.module]
+        part = f" {('weight', 'bias')[both.index(m)]}" if len(both) == 2 else ""
+        rows.append(look.name(m.module) + part)
         place |= {m.forward: look.name(m.module), m.backward: look.name(m.module)}
-    return rows, [place[c] for c in columns]
+    return rows, [place.get(c, "·") for c in columns]
 
 
-def plot_lookahead(look: Lookahead) -> Figure:
-    """`look` drawn, each module named by `look.name`."""
+def plot_lookahead(look: Lookahead, every_place: bool = False) -> Figure:
+    """`look` drawn, each module named by `look.name`: a column per use of its matrices and the loss, or with
+    `every_place` (for a small model) per place of the step from its start, steps without weights too."""
     checks.instance(
         "look", look, Lookahead, "a ds_lookahead.Lookahead, e.g. from run.stage3_plan.lookahead()"
     )
-    columns = _columns(look)
+    columns = _columns(look, checks.flag("every_place", every_place))
     row_names, labels = _labels(look, columns)
     rows = len(row_names)
+    height = 2.6 + 0.3 * rows + LEGEND_INCHES
     fig, (top, ax) = plt.subplots(
-        2, 1, figsize=(11, 2.6 + 0.3 * rows), sharex=True, gridspec_kw={"height_ratios": [1, rows / 6]}
+        2, 1, figsize=(11, height), sharex=True, gridspec_kw={"height_ratios": [1, rows / 6]}
     )
     _totals(top, look, columns)
     for k, matrix in enumerate(look.matrices):
@@ -129,11 +140,9 @@ def plot_lookahead(look: Lookahead) -> Figure:
     ax.set_ylim(-0.7, rows - 0.3)
     ax.set_xlim(-0.6, len(columns) - 0.4)
     ax.set_xticks(range(len(columns)), labels, rotation=90, fontsize=7)
-    ax.set_xlabel(
-        "the step's uses of these matrices, in order: forward, the loss (dotted), backward (shaded)"
-    )
+    ax.set_xlabel(PLACES[every_place])
     ax.set_title(RULE, fontsize=9, loc="left")
     _legend(fig, {m.why for m in look.matrices})
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1))
     plt.close(fig)
     return fig
