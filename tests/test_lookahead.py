@@ -131,11 +131,23 @@ def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_b
     assert [m.why for m in look.matrices] == ["fetched back", "not held"] + ["look-ahead"] * 4 + [
         "reuse distance"
     ] * 2
-    fig = plot_lookahead(look, every_place=True)
+    assert (look.starts[2], look.totals[2]) == (
+        3_136,
+        3_136 + 32 + 1024,
+    )  # ReLU 1: linear 4's bias, 1's weight
+    fig = plot_lookahead(look, every_place=True, between=["relu 1", "relu 2", "relu 3"])
+    strip = fig.axes[0].lines[0].get_ydata()
+    assert list(strip[8:12]) == [
+        3_136,
+        3_136,
+        4_192,
+        4_192,
+    ]  # ReLU 1's column: as it starts, after its prefetch
     rows = fig.axes[1]
     assert [t.get_text() for t in rows.get_yticklabels()][-2:] == ["linear 1 bias", "linear 1 weight"]
     columns = [t.get_text() for t in rows.get_xticklabels()]
-    assert len(columns) == look.matrices[0].backward + 1 and columns[:3] == ["start", "linear 1", "·"]
+    assert len(columns) == look.matrices[0].backward + 1 and columns[:3] == ["start", "linear 1", "relu 1"]
+    assert columns[-2:] == ["relu 1", "linear 1"] and columns.count("·") == 0
     assert [t.get_text() for t in fig.axes[0].texts] == ["4,192 as the loss runs"]
     with pytest.raises(TypeError, match="every_place must be"):
         plot_lookahead(look, every_place="yes")

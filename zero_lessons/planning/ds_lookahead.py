@@ -45,6 +45,9 @@ class Lookahead:
 
     matrices: tuple[Matrix, ...]  #: the chosen modules' sharded tensors, in forward order
     totals: tuple[int, ...]  #: elements gathered (all modules) while each entry of `trace` runs
+    starts: tuple[
+        int, ...
+    ]  #: elements gathered as each entry's walk starts: its own gathers in, no prefetch yet
     loss: int  #: the loss's place in `trace`
     cap: int  #: `max_live_parameters`
     prefetch: int  #: `prefetch_bucket_size`
@@ -91,6 +94,7 @@ def lookahead(
     return Lookahead(
         tuple(m for m in matrices if m.module >= first),
         tuple(sum(sizes[i] for i in h) for h in held),
+        tuple(v.gathered for v in walk),
         loss,
         knobs.max_live_parameters,
         knobs.prefetch_bucket_size,

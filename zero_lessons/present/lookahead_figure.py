@@ -5,10 +5,13 @@ use ended. Above the rows, the elements gathered against `max_live_parameters`."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from .. import checks
+from ..planning import ds_traffic
 from ..planning.ds_lookahead import WHY, Lookahead
 
 #: A held stretch's colour, by why the matrix is gathered as the loss runs.
@@ -74,7 +77,15 @@ def _totals(ax, look: Lookahead, columns: list[int]) -> None:
     place runs, the live cap, and the count as the loss runs."""
     scale, unit = (1e6, " M") if look.cap >= 10**7 else (1, "")
     counts = [look.totals[c] / scale for c in columns]
-    ax.step(range(len(columns)), counts, where="mid", color="black", lw=1.4, label="weights gathered (all)")
+    xs = [x for i in range(len(columns)) for x in (i - 0.5, i, i, i + 0.5)]
+    ys = [y for c in columns for y in (look.starts[c] / scale,) * 2 + (look.totals[c] / scale,) * 2]
+    ax.plot(
+        xs,
+        ys,
+        color="black",
+        lw=1.4,
+        label="weights gathered (all): as a module starts, then after its prefetch",
+    )
     ax.axhline(look.cap / scale, color="#c44e52", ls="--", lw=1, label="max_live_parameters")
     loss = columns.index(look.loss)
     text = f"{look.totals[look.loss] / scale:,.0f}{unit} as the loss runs"
@@ -82,7 +93,7 @@ def _totals(ax, look: Lookahead, columns: list[int]) -> None:
     ax.annotate(text, (loss, counts[loss]), where, fontsize=8, arrowprops={"arrowstyle": "->", "lw": 0.8})
     ax.set_ylabel(f"gathered\n({unit.strip() or 'elements'}{' elements' if unit else ''})", fontsize=9)
     ax.set_ylim(0, max(counts + [look.cap / scale]) * 1.25)
-    ax.legend(loc="lower left", fontsize=8, ncol=2, frameon=False)
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1), fontsize=8, ncol=2, frameon=False)
 
 
 def _legend(fig, shown: set[str]) -> None:
@@ -104,10 +115,14 @@ def _legend(fig, shown: set[str]) -> None:
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
 
 
-def _labels(look: Lookahead, columns: list[int]) -> tuple[list[str], list[str]]:
+def _labels(look: Lookahead, columns: list[int], between: Sequence[str]) -> tuple[list[str], list[str]]:
     """Each row's label (its module's name, with "weight" or "bias" where the module has both) and each
-    column's (the module used there, the loss, the step's start, or "·" for a step without weights)."""
+    column's: the module used there, the loss, the step's start, a step named in `between` (those after
+    each module but the last, in forward order), or "·" for another step without weights."""
     rows, place = [], {0: "start", look.loss: "the loss"}
+    count = look.loss // 2  # modules with weights: `trace` puts the loss after their 2·count places
+    for k, name in enumerate(between[: count - 1]):
+        place |= {ds_traffic.forward_entry(k) + 1: name, ds_traffic.backward_entry(count, k) - 1: name}
     for m in look.matrices:
         both = [n for n in look.matrices if n.module == m.module]
         part = f" {('weight', 'bias')[both.index(m)]}" if len(both) == 2 else ""
@@ -116,14 +131,15 @@ def _labels(look: Lookahead, columns: list[int]) -> tuple[list[str], list[str]]:
     return rows, [place.get(c, "·") for c in columns]
 
 
-def plot_lookahead(look: Lookahead, every_place: bool = False) -> Figure:
+def plot_lookahead(look: Lookahead, every_place: bool = False, between: Sequence[str] = ()) -> Figure:
     """`look` drawn, each module named by `look.name`: a column per use of its matrices and the loss, or with
-    `every_place` (for a small model) per place of the step from its start, steps without weights too."""
+    `every_place` (for a small model) per place of the step from its start, steps without weights too, those
+    between modules named by `between` (e.g. "relu 1"; "·" where it names none)."""
     checks.instance(
         "look", look, Lookahead, "a ds_lookahead.Lookahead, e.g. from run.stage3_plan.lookahead()"
     )
     columns = _columns(look, checks.flag("every_place", every_place))
-    row_names, labels = _labels(look, columns)
+    row_names, labels = _labels(look, columns, list(between))
     rows = len(row_names)
     height = 2.6 + 0.3 * rows + LEGEND_INCHES
     fig, (top, ax) = plt.subplots(
