@@ -120,7 +120,12 @@ def test_the_figure_draws_a_row_per_matrix_a_bar_per_held_stretch_coloured_by_wh
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert [n for n in WHY_NAMES.values() if n in legend] == list(WHY_NAMES.values())
     text = [t.get_text() for t in fig.axes[0].texts]
-    assert text == ["1,061 M as the loss runs"]
+    assert text == ["1,061 M as the loss runs", "y axis cut: it starts at 700 M"]
+    strip = fig.axes[0]
+    assert strip.get_ylim()[0] == 700 and min(strip.lines[0].get_ydata()) > 700  # every count above the cut
+    assert (
+        round(min(strip.lines[0].get_ydata()[:40])) == 985
+    )  # block 28's forward pass: the dips the cut shows
 
 
 def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_bias_and_counts_are_whole():

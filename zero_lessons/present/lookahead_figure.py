@@ -77,8 +77,11 @@ def _totals(ax, look: Lookahead, columns: list[int]) -> None:
     place runs, the live cap, and the count as the loss runs."""
     scale, unit = (1e6, " M") if look.cap >= 10**7 else (1, "")
     counts = [look.totals[c] / scale for c in columns]
-    xs = [x for i in range(len(columns)) for x in (i - 0.5, i, i, i + 0.5)]
-    ys = [y for c in columns for y in (look.starts[c] / scale,) * 2 + (look.totals[c] / scale,) * 2]
+    places = range(columns[0], columns[-1] + 1)  # every place, those between columns too, at its fraction
+    at = [_x(columns, p) for p in places]
+    edges = [at[0] - 0.5, *((a + b) / 2 for a, b in zip(at, at[1:], strict=False)), at[-1] + 0.5]
+    xs = [x for k in range(len(at)) for x in (edges[k], at[k], at[k], edges[k + 1])]
+    ys = [y for p in places for y in (look.starts[p] / scale,) * 2 + (look.totals[p] / scale,) * 2]
     ax.plot(
         xs,
         ys,
@@ -89,11 +92,35 @@ def _totals(ax, look: Lookahead, columns: list[int]) -> None:
     ax.axhline(look.cap / scale, color="#c44e52", ls="--", lw=1, label="max_live_parameters")
     loss = columns.index(look.loss)
     text = f"{look.totals[look.loss] / scale:,.0f}{unit} as the loss runs"
-    where = (loss + 0.6, 0.35 * counts[loss])
+    floor = _floor(min(ys), look.cap / scale)
+    top = max(ys + [look.cap / scale])
+    where = (loss + 0.6, floor + 0.35 * (counts[loss] - floor))
     ax.annotate(text, (loss, counts[loss]), where, fontsize=8, arrowprops={"arrowstyle": "->", "lw": 0.8})
     ax.set_ylabel(f"gathered\n({unit.strip() or 'elements'}{' elements' if unit else ''})", fontsize=9)
-    ax.set_ylim(0, max(counts + [look.cap / scale]) * 1.25)
+    ax.set_ylim(floor, top + 0.25 * (top - floor))
+    if floor:  # a cut axis: marked on it, and said in words
+        for y in (0.0, 0.05):
+            ax.plot(
+                (-0.008, 0.008), (y, y + 0.04), transform=ax.transAxes, color="black", lw=1, clip_on=False
+            )
+        ax.text(
+            0.995,
+            0.04,
+            f"y axis cut: it starts at {floor:,.0f}{unit}",
+            transform=ax.transAxes,
+            ha="right",
+            fontsize=8,
+        )
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1), fontsize=8, ncol=2, frameon=False)
+
+
+def _floor(lowest: float, cap: float) -> float:
+    """Where the strip's y axis starts: 0, or where every count stays above half the cap, a round number
+    below the lowest, so that the moves near the cap show."""
+    if lowest <= cap / 2:
+        return 0.0
+    step = 10 ** (len(str(int(cap))) - 2)  # cap 1,000 -> 100
+    return (lowest - (cap - lowest) - step) // step * step
 
 
 def _legend(fig, shown: set[str]) -> None:
