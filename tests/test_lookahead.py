@@ -153,6 +153,7 @@ def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_b
     columns = [t.get_text() for t in rows.get_xticklabels()]
     assert len(columns) == look.matrices[0].backward + 1 and columns[:3] == ["start", "linear 1", "relu 1"]
     assert columns[-2:] == ["relu 1", "linear 1"] and columns.count("·") == 0
+    assert "·" not in rows.get_xlabel() and "·" in plot_lookahead(look, every_place=True).axes[1].get_xlabel()
     assert [t.get_text() for t in fig.axes[0].texts] == ["4,192 as the loss runs"]
     with pytest.raises(TypeError, match="every_place must be"):
         plot_lookahead(look, every_place="yes")

@@ -32,8 +32,9 @@ RULE = (
 #: The x axis's label: the uses of the drawn tensors, or every place of the step.
 PLACES = {
     False: "the step's uses of these tensors, in order: forward, the loss (dotted), backward (shaded)",
-    True: "the step's modules in order: forward, the loss (dotted), backward (shaded); · has no weights",
+    True: "the step's modules in order: forward, the loss (dotted), backward (shaded)",
 }
+UNNAMED = "; · a step without weights"  #: added to the x label where a column is marked "·"
 LEGEND_INCHES = 0.8  #: the height the legend takes under the rows
 HORIZON, REACH = "#4c72b0", "#dd8452"  #: the colours of the reuse-horizon and look-ahead lines
 
@@ -183,7 +184,7 @@ def plot_lookahead(look: Lookahead, every_place: bool = False, between: Sequence
     ax.set_ylim(-0.7, rows - 0.3)
     ax.set_xlim(-0.6, len(columns) - 0.4)
     ax.set_xticks(range(len(columns)), labels, rotation=90, fontsize=7)
-    ax.set_xlabel(PLACES[every_place])
+    ax.set_xlabel(PLACES[every_place] + (UNNAMED if "·" in labels else ""))
     ax.set_title(RULE, fontsize=9, loc="left")
     _legend(fig, {m.why for m in look.matrices})
     fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1))
