@@ -157,3 +157,18 @@ def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_b
     assert [t.get_text() for t in fig.axes[0].texts] == ["4,192 as the loss runs"]
     with pytest.raises(TypeError, match="every_place must be"):
         plot_lookahead(look, every_place="yes")
+
+
+def test_at_threshold_0_the_weights_turn_as_at_the_default_and_rows_can_leave_out_small_tensors():
+    """Lesson 09's setting: every tensor gathered; the rows keep the weight matrices, the strip counts all."""
+    kwargs = {"threshold": 0, "first": 1 + 6 * 27, "names": ds_lookahead.gpt_names(32, start=0)}
+    every = ds_lookahead.lookahead(ds_scale.gpt_modules(), **kwargs)
+    weights = ds_lookahead.lookahead(ds_scale.gpt_modules(), **kwargs, smallest=100_000)
+    assert weights.totals == every.totals and len(every.matrices) == 5 * 12 and len(weights.matrices) == 20
+    assert [m.why for m in weights.matrices] == [m.why for m in stage3_plan.lookahead().matrices]
+    assert weights.name(weights.matrices[0].module) == "27 qkv"  # blocks counted from 0
+    assert [
+        m.why for m in every.matrices if m.why != next(n.why for n in every.matrices if n.module == m.module)
+    ] == ["not held"]  # one bias parts from its weight: block 27's fc1 bias (blocks from 0)
+    with pytest.raises(ValueError, match="start must be"):
+        ds_lookahead.gpt_names(32, start=2)

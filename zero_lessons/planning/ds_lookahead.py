@@ -45,9 +45,7 @@ class Lookahead:
 
     matrices: tuple[Matrix, ...]  #: the chosen modules' sharded tensors, in forward order
     totals: tuple[int, ...]  #: elements gathered (all modules) while each entry of `trace` runs
-    starts: tuple[
-        int, ...
-    ]  #: elements gathered as each entry's walk starts: its own gathers in, no prefetch yet
+    starts: tuple[int, ...]  #: elements gathered as each entry's walk starts: own gathers in, no prefetch
     loss: int  #: the loss's place in `trace`
     cap: int  #: `max_live_parameters`
     prefetch: int  #: `prefetch_bucket_size`
@@ -79,20 +77,23 @@ def lookahead(
     threshold: int = 100_000,
     first: int = 0,
     names: Mapping[int, str] | None = None,
+    smallest: int = 0,
 ) -> Lookahead:
     """Every matrix of `modules[first:]` (default: the 7.5 B model; pass `first` to keep the last blocks),
     its uses and held stretches, and why it is gathered as the loss runs, under `knobs` and DeepSpeed's
     persistence `threshold` (tensors of up to that many elements are never gathered); `names` gives modules
-    short names for the figure."""
+    short names for the figure; with `smallest`, only tensors over that many elements are kept (the
+    totals still count every tensor)."""
     big, held = ds_scale.sharded_held(modules, knobs, threshold)
     checks.whole("first", first, low=0, high=len(big) - 1)
+    checks.whole("smallest", smallest, low=0, high=10**15)
     walk = ds_traffic.stage3_walk(
         big, knobs.prefetch_bucket_size, knobs.max_live_parameters, knobs.max_reuse_distance
     )
     loss, sizes = ds_traffic.loss_entry(len(big)), [n for m in big for n in m]
     matrices = _matrices(big, walk, knobs.max_reuse_distance, held[loss])
     return Lookahead(
-        tuple(m for m in matrices if m.module >= first),
+        tuple(m for m in matrices if m.module >= first and m.size > smallest),
         tuple(sum(sizes[i] for i in h) for h in held),
         tuple(v.gathered for v in walk),
         loss,
@@ -136,9 +137,12 @@ def _stretches(walk) -> list[tuple[int, int, int]]:
 BLOCK_PARTS = ("norm 1", "qkv", "proj", "norm 2", "fc1", "fc2")
 
 
-def gpt_names(blocks: int) -> dict[int, str]:
+def gpt_names(blocks: int, start: int = 1) -> dict[int, str]:
     """A short name for each module of a `blocks`-block GPT as `ds_scale.gpt_modules` lists it, and for an
-    output layer after it ("28 fc1" is block 28's first MLP matrix, counting blocks from 1)."""
+    output layer after it ("28 fc1" is block 28's first MLP matrix, counting blocks from `start`)."""
     checks.whole("blocks", blocks, low=1, high=10_000)
-    parts = {1 + 6 * b + k: f"{b + 1} {part}" for b in range(blocks) for k, part in enumerate(BLOCK_PARTS)}
+    checks.whole("start", start, low=0, high=1)
+    parts = {
+        1 + 6 * b + k: f"{b + start} {part}" for b in range(blocks) for k, part in enumerate(BLOCK_PARTS)
+    }
     return {0: "embedding", **parts, 1 + 6 * blocks: "output layer"}
