@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from .. import checks
 from ..planning import ds_traffic
 from ..planning.ds_lookahead import WHY, Lookahead
+from .gather_figure import GATHER
 
 #: A held stretch's colour, by why the matrix is gathered as the loss runs.
 WHY_COLOURS = dict(zip(WHY, ("#4c72b0", "#dd8452", "#8172b3", "#c7c7c7"), strict=True))
@@ -35,7 +36,7 @@ PLACES = {
     True: "the step's modules in order: forward, the loss (dotted), backward (shaded)",
 }
 UNNAMED = "; · a step without weights"  #: added to the x label where a column is marked "·"
-LEGEND_INCHES = 0.8  #: the height the legend takes under the rows
+LEGEND_INCHES = 1.0  #: the height the legend takes under the rows
 HORIZON, REACH = "#4c72b0", "#dd8452"  #: the colours of the reuse-horizon and look-ahead lines
 
 
@@ -62,6 +63,8 @@ def _row(ax, y: float, matrix, columns: list[int]) -> None:
     for gathered, released in matrix.held:
         left, right = _x(columns, gathered), _x(columns, released) + 0.3
         ax.barh(y, right - left, left=left, height=0.46, color=WHY_COLOURS[matrix.why], lw=0)
+        if gathered >= columns[0]:  # an all-gather drawn: where the stretch starts
+            ax.plot(left, y + 0.3, "v", color=GATHER, markersize=5)
     start = _x(columns, matrix.forward)
     for colour, end, dy in ((HORIZON, matrix.horizon, 0.36), (REACH, matrix.reach, -0.36)):
         if end > matrix.forward:
@@ -131,13 +134,15 @@ def _legend(fig, shown: set[str]) -> None:
     handles += [
         plt.Line2D([], [], marker="o", color="black", ls=""),
         plt.Line2D([], [], marker="o", mfc="white", mec="black", ls=""),
+        plt.Line2D([], [], marker="v", color=GATHER, ls=""),
         plt.Line2D([], [], color=HORIZON, lw=1.1),
         plt.Line2D([], [], color=REACH, lw=1.1),
     ]
     names += [
         "its forward use",
         "its backward use",
-        "reuse horizon at its forward use (uses within max_reuse_distance)",
+        "all-gathered here (a bar's start)",
+        "reuse distance from its forward use (the uses within max_reuse_distance)",
         "how far the look-ahead had walked at its forward use",
     ]
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
