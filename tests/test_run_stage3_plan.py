@@ -1,12 +1,23 @@
 """`run.stage3_plan`: lesson 13's example at stage 3 as the loss runs, by the step model and by DeepSpeed's
 rules, and the peak to plan with."""
 
+from fractions import Fraction
+
 import pytest
 
 from zero_lessons.planning import DeepSpeed
 from zero_lessons.planning.step_choices import MODELS
+from zero_lessons.planning.step_effects import effects
+from zero_lessons.planning.step_model import transformer_model
+from zero_lessons.planning.step_parts import KINDS
 from zero_lessons.run.example import SHAPE, example_step, loss_bytes
-from zero_lessons.run.stage3_plan import AtLoss, at_loss
+from zero_lessons.run.stage3_plan import AtLoss, at_loss, deepspeed_count
+
+
+def effects_of(**kwargs):
+    """`effects` on the example's GPT, with `kwargs`."""
+    return effects(transformer_model(SHAPE), 8, **kwargs)
+
 
 H = SHAPE.hidden
 BLOCK = 12 * H * H  #: a block's four weight matrices, in elements (QKV 3h², output h², the MLP's 4h² twice)
@@ -95,3 +106,61 @@ def test_planned_is_the_step_models_peak_with_the_loss_below_stage_3_and_at_loss
     assert planned(DeepSpeed(stage=3)) == at_loss().plan
     with pytest.raises(TypeError, match=r"^framework must be a planning.DeepSpeed"):
         planned("stage 2")
+
+
+def test_deepspeed_count_puts_deepspeeds_gathered_weights_in_the_loss_column_of_tables_and_figures():
+    from zero_lessons.planning import timeline, transformer_model
+    from zero_lessons.planning.step_effects import CHANGES, effects
+    from zero_lessons.present.step_figure import Panel, plot_step
+    from zero_lessons.present.step_tables import peak_table
+    from zero_lessons.present.step_zoom import tops
+    from zero_lessons.run.stage3_plan import deepspeed_count, plan_count
+
+    gpt, loss = transformer_model(SHAPE), loss_bytes(SHAPE)
+    step = timeline(gpt, DeepSpeed(stage=3), 8)
+    counted = deepspeed_count(step)
+    assert counted.phases == step.phases and step.as_loss_runs is step.after_forward  # the bars are the same
+    held = counted.as_loss_runs
+    assert (
+        held.name == step.after_forward.name and held.bytes_of("gathered parameters") == at_loss().deepspeed
+    )
+    assert counted.peak_with_loss(loss) == at_loss().plan > step.peak_with_loss(loss)
+    assert [p.kind for p in held.parts] == sorted((p.kind for p in held.parts), key=KINDS.index)
+    row = peak_table([counted], loss=loss).body[0]
+    assert row[4:6] == ("the loss", f"{at_loss().plan / 10**9:.3f}")
+    assert tops(Panel("z3", counted, model_loss=loss))["loss"] == Fraction(at_loss().plan, 10**9)
+    ck = [c for c in CHANGES if c.knob == "activation checkpointing" and c.before.stage == 3]
+    moved = effects(gpt, 8, tuple(ck), loss=loss, recount=plan_count).rows[0]
+    assert moved.before == at_loss().plan and moved.after == timeline(
+        gpt, DeepSpeed(stage=3), 8, checkpointing=True
+    ).peak_with_loss(loss)
+    assert plan_count(timeline(gpt, DeepSpeed(stage=2), 8)).at_loss is None  # below stage 3: unchanged
+    panel = Panel("z3", counted, model_loss=loss)
+    axes, (_, loss_x) = plot_step([panel], "GB").axes[0], panel.columns()
+    drawn = [
+        p for p in axes.patches if p.get_gid() == "gathered parameters" and p.get_x() < loss_x < p.get_x() + 1
+    ]
+    assert [round(p.get_height(), 6) for p in drawn] == [round(at_loss().deepspeed / 10**9, 6)]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda t: deepspeed_count(t(stage=2)), "timeline must be DeepSpeed's stage 3"),
+        (lambda t: deepspeed_count(t(stage=3, checkpointing=True)), "without activation checkpointing"),
+        (lambda t: deepspeed_count(t(stage=3), shape=MODELS["gpt2-xl"]), "timeline must be of shape's GPT"),
+        (lambda t: deepspeed_count("step"), "timeline must be"),
+        (lambda t: effects_of(recount=3), "recount must be"),
+    ],
+)
+def test_deepspeed_count_refuses_what_it_does_not_model(call, message):
+    from zero_lessons.planning import timeline, transformer_model
+
+    gpt = transformer_model(SHAPE)
+
+    def t(stage, checkpointing=False):
+        return timeline(gpt, DeepSpeed(stage=stage), 8, checkpointing=checkpointing)
+
+    with pytest.raises((TypeError, ValueError)) as raised:
+        call(t)
+    assert message in str(raised.value) and "\n" not in str(raised.value)

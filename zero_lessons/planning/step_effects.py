@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .. import tables, units
+from .. import checks, tables, units
 from .step import timeline
 from .step_knobs import DDP, FSDP2, DeepSpeed, Framework
 from .step_model import Model
@@ -114,14 +114,23 @@ class Effect:
         return self.after - self.before
 
 
-def effects(model: Model, gpus: int, changes: tuple[Change, ...] = CHANGES, *, loss: int = 0) -> EffectTable:
+def effects(
+    model: Model, gpus: int, changes: tuple[Change, ...] = CHANGES, *, loss: int = 0, recount=None
+) -> EffectTable:
     """Each change's peak before and after, for `model` on `gpus` ranks; with `loss`, the peak counts a loss
-    holding that many bytes after the forward pass (`Timeline.peak_with_loss`)."""
+    holding that many bytes after the forward pass (`Timeline.peak_with_loss`); with `recount`, each timeline
+    is first passed through it (e.g. `run.stage3_plan.plan_count`, which counts stage 3's gathered weights as
+    the loss runs by DeepSpeed's own rules)."""
+    if recount is not None and not callable(recount):
+        raise TypeError(f"recount must be a function of a Timeline, or None, got {checks.shown(recount)}")
     found = []
     for change in changes:
         ck_before, ck_after = change.checkpointing
-        before = timeline(model, change.before, gpus, checkpointing=ck_before).peak_with_loss(loss)
-        after = timeline(model, change.after, gpus, checkpointing=ck_after).peak_with_loss(loss)
+        runs = (
+            timeline(model, framework, gpus, checkpointing=ck)
+            for framework, ck in ((change.before, ck_before), (change.after, ck_after))
+        )
+        before, after = ((t if recount is None else recount(t)).peak_with_loss(loss) for t in runs)
         found.append(Effect(change, before, after))
     return EffectTable(tuple(found), model.name, gpus, loss=loss)
 

@@ -89,6 +89,9 @@ class Timeline:
     recipe: Recipe  #: bytes per parameter of each state
     checkpointing: bool  #: whether every layer is checkpointed (recomputed in backward)
     phases: tuple[Phase, ...]  #: in the order the step runs them
+    #: What is held as the loss runs, where it is counted another way than the last forward phase (e.g. stage
+    #: 3's gathered weights by DeepSpeed's own rules, `run.stage3_plan.deepspeed_count`); None: that phase.
+    at_loss: Phase | None = None
 
     @property
     def peak_index(self) -> int:
@@ -111,16 +114,22 @@ class Timeline:
         """The last forward phase: what is held as the loss runs, before the backward pass frees anything."""
         return self.phases[self.after_forward_index]
 
+    @property
+    def as_loss_runs(self) -> Phase:
+        """What is held as the loss runs, before the backward pass frees anything: `at_loss` where given,
+        else the last forward phase."""
+        return self.after_forward if self.at_loss is None else self.at_loss
+
     def loss_is_peak(self, loss: int) -> bool:
         """Whether a loss holding `loss` bytes, run after the forward pass beside all it holds, tops the step
         model's own peak."""
-        return self.after_forward.total + checks.byte_count("loss", loss) > self.peak.total
+        return self.as_loss_runs.total + checks.byte_count("loss", loss) > self.peak.total
 
     def phase_with_loss(self, loss: int) -> tuple[Phase, int]:
         """The phase the peak stands on once a loss holding `loss` bytes is counted, and the loss's bytes on
         top of it: the forward pass's end and `loss` where the loss tops the step, else the step model's own
         peak and 0. The other `*_with_loss` answers read this one."""
-        return (self.after_forward, loss) if self.loss_is_peak(loss) else (self.peak, 0)
+        return (self.as_loss_runs, loss) if self.loss_is_peak(loss) else (self.peak, 0)
 
     def peak_with_loss(self, loss: int) -> int | Fraction:
         """The peak once a loss holding `loss` bytes is counted: the larger of the forward pass's end plus

@@ -287,12 +287,13 @@ def _draw_bars(ax, panel: Panel, unit: str) -> list[float]:
 
 
 def _draw_loss_bar(ax, panel: Panel, x: int, unit: str) -> None:
-    """The modelled loss's column: the last forward phase's bar, stacked as the others are, then the loss
-    hatched on top."""
-    at, base = panel.timeline.after_forward_index, 0.0
-    for kind, row in panel.heights(unit).items():
-        if row[at]:
-            ax.bar([x], [float(row[at])], 0.72, bottom=[base], color=KIND_COLOURS[kind], zorder=2, gid=kind)
-            base += float(row[at])
-    loss = float(panel.model_loss / units.unit_size(unit))
+    """The modelled loss's column: what is held as the loss runs (the last forward phase's bar, or the
+    timeline's own count of it), stacked as the other bars are, then the loss hatched on top."""
+    held, size, base = panel.timeline.as_loss_runs, units.unit_size(unit), 0.0
+    for kind in panel.heights(unit):
+        height = float(Fraction(held.bytes_of(kind)) / size)
+        if height:
+            ax.bar([x], [height], 0.72, bottom=[base], color=KIND_COLOURS[kind], zorder=2, gid=kind)
+            base += height
+    loss = float(panel.model_loss / size)
     ax.bar([x], [loss], 0.72, bottom=[base], zorder=2, gid="model loss", **LOSS_STYLE)

@@ -147,7 +147,7 @@ def loss_table(timelines, loss, unit: str = "GB") -> Table:
     unit, body = units.unit_name(unit), []
     for t in timelines:
         checks.instance("each timeline", t, Timeline, "a planning Timeline")
-        after_forward = t.after_forward
+        after_forward = t.as_loss_runs
         peak, held = (_as_shown(b, unit) for b in (t.peak.total, after_forward.total + loss))
         top = max(peak, held)
         shown = (_shown(b, unit) for b in (peak, after_forward.total, top))

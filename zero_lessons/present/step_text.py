@@ -49,7 +49,7 @@ def timeline_text(line: Timeline, unit: str = "GB", *, every: bool = False, loss
 
 def loss_lines(line: Timeline, copies: int, loss: int, show, unit: str) -> list[str]:
     """The loss, held beside all that the last forward phase holds, and the step's peak once it is counted."""
-    end = line.after_forward
+    end = line.as_loss_runs
     held = end.total + checks.byte_count("loss", loss)
     counted = f"{show(end.total)} + {show(loss)} = {show(held)} {unit}"
     name = line.peak_name_with_loss(loss)

@@ -50,7 +50,7 @@ def tops(panel: Panel, unit: str = "GB", around: str = "loss") -> dict[str, Frac
     out = {}
     for x in shown:
         if x == loss_x:
-            out["loss"] = Fraction(panel.timeline.after_forward.total + panel.model_loss) / size
+            out["loss"] = Fraction(panel.timeline.as_loss_runs.total + panel.model_loss) / size
         else:
             out[short_name(at[x].name)] = Fraction(at[x].total) / size
     return out

@@ -10,12 +10,14 @@ with DeepSpeed's gathered weights in place of its own, or the step model's own p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import checks
 from ..planning import ds_lookahead, ds_scale
 from ..planning.activations import Transformer
 from ..planning.step import DeepSpeed
+from ..planning.step_model import transformer_model
+from ..planning.step_parts import KINDS, Part, Timeline
 from ..stages import Stage
 from .example import SHAPE, example_step, loss_bytes
 
@@ -102,3 +104,51 @@ def lookahead(
     return ds_lookahead.lookahead(
         modules(shape, head), knobs(framework), threshold=threshold, first=first, names=names
     )
+
+
+def deepspeed_count(timeline: Timeline, shape: Transformer = SHAPE, head: bool = False) -> Timeline:
+    """`timeline` (a stage-3 DeepSpeed step of `shape`'s GPT, without activation checkpointing) with what is
+    held as the loss runs counted by DeepSpeed's own rules: its last forward phase with the step model's
+    gathered weights replaced by DeepSpeed's (`ds_scale.gathered_at_loss`, a matrix at a time), so that its
+    tables and figures give the peak to plan with (`AtLoss.plan`)."""
+    checks.instance(
+        "timeline", timeline, Timeline, "a planning Timeline, e.g. timeline(gpt, DeepSpeed(stage=3), 8)"
+    )
+    framework = timeline.framework
+    if not isinstance(framework, DeepSpeed) or framework.stage != Stage.ZERO3 or timeline.checkpointing:
+        raise ValueError(
+            f"timeline must be DeepSpeed's stage 3 without activation checkpointing, got {framework.label}"
+            f"{' with checkpointing' if timeline.checkpointing else ''}"
+        )
+    if timeline.model.params != transformer_model(shape).params:
+        raise ValueError(
+            f"timeline must be of shape's GPT ({shape.layers} blocks of {shape.hidden}), "
+            f"got {timeline.model.name}"
+        )
+    end = timeline.after_forward
+    count = ds_scale.gathered_at_loss(
+        modules(shape, head), knobs(framework), threshold=framework.param_persistence_threshold
+    )
+    held = Part(
+        "gathered parameters",
+        BF16 * count,
+        f"weights gathered as the loss runs, by DeepSpeed's own rules (a matrix at a time): "
+        f"{count:,} elements",
+    )
+    kept = [p for p in end.parts if p.kind != "gathered parameters"]
+    parts = tuple(
+        sorted([*kept, held], key=lambda p: KINDS.index(p.kind))
+    )  # in KINDS order, as a phase's are
+    return replace(timeline, at_loss=replace(end, parts=parts))
+
+
+def plan_count(timeline: Timeline, shape: Transformer = SHAPE) -> Timeline:
+    """`timeline` counted to plan with: `deepspeed_count` where it applies (DeepSpeed's stage 3 without
+    activation checkpointing), else unchanged (below stage 3 no weights are gathered; with checkpointing the
+    backward pass recomputes each block, an order of uses these rules leave out)."""
+    checks.instance(
+        "timeline", timeline, Timeline, "a planning Timeline, e.g. timeline(gpt, DeepSpeed(stage=3), 8)"
+    )
+    fw = timeline.framework
+    stage3 = isinstance(fw, DeepSpeed) and fw.stage == Stage.ZERO3 and not timeline.checkpointing
+    return deepspeed_count(timeline, shape) if stage3 else timeline
