@@ -48,7 +48,6 @@ class Lookahead:
     starts: tuple[int, ...]  #: elements gathered as each entry's walk starts: own gathers in, no prefetch
     loss: int  #: the loss's place in `trace`
     cap: int  #: `max_live_parameters`
-    prefetch: int  #: `prefetch_bucket_size`
     names: Mapping[int, str] = field(default_factory=dict)  #: a module's short name, by its index
 
     def name(self, module: int) -> str:
@@ -98,7 +97,6 @@ def lookahead(
         tuple(v.gathered for v in walk),
         loss,
         knobs.max_live_parameters,
-        knobs.prefetch_bucket_size,
         dict(names or {}),
     )
 
@@ -109,7 +107,7 @@ def _matrices(big, walk, reuse: int, at_loss: frozenset[int]) -> list[Matrix]:
     order, sizes = ds_traffic.trace(big), [n for m in big for n in m]
     reach = list(accumulate((max((s for _, s in v.looked), default=-1) for v in walk), max))
     spans: dict[int, list[tuple[int, int]]] = {}
-    for tensor, gathered, released in _stretches(walk):
+    for tensor, gathered, released, _ in ds_traffic.stage3_stretches(walk):
         spans.setdefault(tensor, []).append((gathered, released))
     owners = [(module, size) for module, tensors in enumerate(big) for size in tensors]
     out = []
@@ -120,16 +118,6 @@ def _matrices(big, walk, reuse: int, at_loss: frozenset[int]) -> list[Matrix]:
         out.append(
             Matrix(index, module, size, forward, backward, reach[forward], horizon, tuple(spans[index]), why)
         )
-    return out
-
-
-def _stretches(walk) -> list[tuple[int, int, int]]:
-    """(tensor, gathered at, released after) for every stretch a tensor is whole, in the walk's order."""
-    start: dict[int, int] = {}
-    out = []
-    for v in walk:
-        start |= dict.fromkeys((*v.on_demand, *v.prefetched), v.step)
-        out += [(i, start.pop(i), v.step) for i in v.released]
     return out
 
 

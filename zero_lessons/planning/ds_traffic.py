@@ -211,6 +211,22 @@ def stage3_held(modules: Modules, prefetch: int, max_live: int, reuse: int) -> l
     return out
 
 
+def stage3_stretches(walk: Sequence[Visit]) -> list[tuple[int, int, int, bool]]:
+    """Every stretch in which a tensor is whole in a steady-state `walk` (`stage3_walk`), in the walk's order:
+    (tensor, the module at which it was gathered, the module after which it was freed, whether the prefetcher
+    gathered it ahead of its use)."""
+    start: dict[int, tuple[int, bool]] = {}
+    out = []
+    for v in walk:
+        start |= {i: (v.step, False) for i in v.on_demand} | {i: (v.step, True) for i in v.prefetched}
+        for i in v.released:
+            gathered, ahead = start.pop(i)
+            out.append((i, gathered, v.step, ahead))
+    if start:
+        raise ValueError(f"tensors {sorted(start)} are still gathered at the end of the step")
+    return out
+
+
 def _released(order, used, step: int, seen: dict, sizes, reuse: int) -> set[int]:
     """A module's tensors freed after it runs: none used within `reuse` elements ahead or prefetched."""
     near = {i for ahead in order[step : reuse_horizon(order, step, sizes, reuse) + 1] for i in ahead}

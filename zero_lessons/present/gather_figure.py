@@ -29,16 +29,8 @@ class Hold:
 
 def holds(modules, prefetch: int, max_live: int, reuse: int) -> list[Hold]:
     """Every tensor's held stretches in one steady-state step, by `ds_traffic.stage3_walk`'s rules."""
-    start: dict[int, tuple[int, bool]] = {}
-    out = []
-    for v in ds_traffic.stage3_walk(modules, prefetch, max_live, reuse):
-        start |= {i: (v.step, False) for i in v.on_demand} | {i: (v.step, True) for i in v.prefetched}
-        for i in v.released:
-            step, ahead = start.pop(i)
-            out.append(Hold(i, step, v.step, ahead))
-    if start:
-        raise ValueError(f"tensors {sorted(start)} are still gathered at the end of the step")
-    return sorted(out, key=lambda h: (h.tensor, h.gathered))
+    walk = ds_traffic.stage3_walk(modules, prefetch, max_live, reuse)
+    return sorted((Hold(*s) for s in ds_traffic.stage3_stretches(walk)), key=lambda h: (h.tensor, h.gathered))
 
 
 def module_labels(modules) -> list[str]:

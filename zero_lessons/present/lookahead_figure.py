@@ -37,7 +37,8 @@ PLACES = {
 }
 UNNAMED = "; · a step without weights"  #: added to the x label where a column is marked "·"
 LEGEND_INCHES = 1.0  #: the height the legend takes under the rows
-HORIZON, REACH = "#4c72b0", "#dd8452"  #: the colours of the reuse-horizon and look-ahead lines
+#: The reuse-horizon and look-ahead lines, each in the colour of the reason it gives.
+HORIZON, REACH = WHY_COLOURS["reuse distance"], WHY_COLOURS["look-ahead"]
 
 
 def _columns(look: Lookahead, every_place: bool) -> list[int]:

@@ -61,6 +61,12 @@ def modules(shape: Transformer = SHAPE, head: bool = False) -> tuple[tuple[int, 
     return (*blocks, (shape.vocab * shape.hidden,)) if head else blocks
 
 
+def _deepspeed_elements(framework: DeepSpeed, shape: Transformer, head: bool) -> int:
+    """Weight elements DeepSpeed holds gathered as `shape`'s loss runs under `framework`, by its own rules."""
+    threshold = framework.param_persistence_threshold
+    return ds_scale.gathered_at_loss(modules(shape, head), knobs(framework), threshold=threshold)
+
+
 def at_loss(framework: DeepSpeed = DEFAULTS, shape: Transformer = SHAPE, head: bool = False) -> AtLoss:
     """Stage 3 as the loss runs, for `framework` (a stage-3 DeepSpeed; default: its defaults) on `shape`
     (default: the example's 7.5 B GPT) on the example's 8 GPUs; with `head`, DeepSpeed's count walks the
@@ -70,24 +76,18 @@ def at_loss(framework: DeepSpeed = DEFAULTS, shape: Transformer = SHAPE, head: b
         raise ValueError(
             f"framework.stage must be 3 (weights are gathered at stage 3), got {int(framework.stage)}"
         )
-    walked = modules(shape, head)
     step = example_step(shape, framework)
     end = step.after_forward  # the last forward bar: the loss column is it, and the loss
-    held = ds_scale.gathered_at_loss(
-        walked, knobs(framework), threshold=framework.param_persistence_threshold
-    )
-    return AtLoss(
-        end.total + loss_bytes(shape), end.bytes_of("gathered parameters"), BF16 * held, step.peak.total
-    )
+    held = BF16 * _deepspeed_elements(framework, shape, head)
+    return AtLoss(end.total + loss_bytes(shape), end.bytes_of("gathered parameters"), held, step.peak.total)
 
 
 def planned(framework: DeepSpeed, shape: Transformer = SHAPE) -> int:
-    """The example's peak per GPU with the loss, to plan with: at stage 3 `at_loss`'s, below it the step
-    model's own (`Timeline.peak_with_loss`), no weights being gathered there."""
+    """The example's peak per GPU with the loss, to plan with: its step counted by `plan_count` (at stage 3
+    with DeepSpeed's own gathered weights, `AtLoss.plan`; below it the step model's own, no weights being
+    gathered there)."""
     checks.instance("framework", framework, DeepSpeed, "a planning.DeepSpeed, e.g. DeepSpeed(stage=2)")
-    if framework.stage == Stage.ZERO3:
-        return at_loss(framework, shape).plan
-    return example_step(shape, framework).peak_with_loss(loss_bytes(shape))
+    return plan_count(example_step(shape, framework), shape).peak_with_loss(loss_bytes(shape))
 
 
 def lookahead(
@@ -115,7 +115,7 @@ def deepspeed_count(timeline: Timeline, shape: Transformer = SHAPE, head: bool =
         "timeline", timeline, Timeline, "a planning Timeline, e.g. timeline(gpt, DeepSpeed(stage=3), 8)"
     )
     framework = timeline.framework
-    if not isinstance(framework, DeepSpeed) or framework.stage != Stage.ZERO3 or timeline.checkpointing:
+    if not _counts(timeline):
         raise ValueError(
             f"timeline must be DeepSpeed's stage 3 without activation checkpointing, got {framework.label}"
             f"{' with checkpointing' if timeline.checkpointing else ''}"
@@ -126,9 +126,7 @@ def deepspeed_count(timeline: Timeline, shape: Transformer = SHAPE, head: bool =
             f"got {timeline.model.name}"
         )
     end = timeline.after_forward
-    count = ds_scale.gathered_at_loss(
-        modules(shape, head), knobs(framework), threshold=framework.param_persistence_threshold
-    )
+    count = _deepspeed_elements(framework, shape, head)
     held = Part(
         "gathered parameters",
         BF16 * count,
@@ -149,6 +147,10 @@ def plan_count(timeline: Timeline, shape: Transformer = SHAPE) -> Timeline:
     checks.instance(
         "timeline", timeline, Timeline, "a planning Timeline, e.g. timeline(gpt, DeepSpeed(stage=3), 8)"
     )
+    return deepspeed_count(timeline, shape) if _counts(timeline) else timeline
+
+
+def _counts(timeline: Timeline) -> bool:
+    """Whether DeepSpeed's own count applies to `timeline`: its stage 3, without activation checkpointing."""
     fw = timeline.framework
-    stage3 = isinstance(fw, DeepSpeed) and fw.stage == Stage.ZERO3 and not timeline.checkpointing
-    return deepspeed_count(timeline, shape) if stage3 else timeline
+    return isinstance(fw, DeepSpeed) and fw.stage == Stage.ZERO3 and not timeline.checkpointing
