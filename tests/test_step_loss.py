@@ -33,6 +33,20 @@ def test_the_lab_counts_fp32_copies_of_its_outputs_in_halves():
         timeline_view.loss_copies([rank(4 * COPY + 8, "step_ddp"), rank(4 * COPY + COPY // 2 + 16)])
 
 
+def test_the_lab_loss_is_its_logits_in_the_weights_dtype_and_the_fp32_copies():
+    # 32 samples x 32 outputs: fp32 logits under DDP (4 B), bf16 under DeepSpeed (2 B), then c fp32 copies
+    assert timeline_view.lab_loss("step_ddp", 2, 4) == 1_024 * 4 + 4 * COPY == 20_480
+    assert timeline_view.lab_loss("step_zero3", 4, Fraction(9, 2)) == 1_024 * 2 + 18_432
+    assert timeline_view.lab_loss("step_zero1", 2, Fraction(1, 2)) == 1_024 * 2 + COPY // 2
+    with pytest.raises(ValueError, match="key must be one of step_ddp, .*got 'ddp'"):
+        timeline_view.lab_loss("ddp", 2, 4)
+    with pytest.raises(ValueError, match="gpus must be one of 2, 4, got 8"):
+        timeline_view.lab_loss("step_ddp", 8, 4)
+    for wrong in (0, Fraction(1, 3), True):
+        with pytest.raises(ValueError, match="copies must be a whole or half number"):
+            timeline_view.lab_loss("step_ddp", 2, wrong)
+
+
 def test_at_a_gpts_size_the_loss_is_gigabytes_and_the_activation_buffers_megabytes():
     s, b, h, v = SHAPE.seq_len, SHAPE.micro_batch, SHAPE.hidden, SHAPE.vocab
     assert (s, b, h, v) == (2_048, 1, 4_352, 50_257)

@@ -93,6 +93,28 @@ def loss_copies(timelines) -> Fraction:
     return found.pop()
 
 
+def _check_copies(copies) -> None:
+    """Raise a one-line error unless `copies` is a whole or half number from 1/2 to 1,000."""
+    number = isinstance(copies, (int, Fraction)) and not isinstance(copies, bool)
+    if not (number and 0 < copies <= 1_000 and (2 * copies).denominator == 1):
+        raise ValueError(
+            f"copies must be a whole or half number from 1/2 to 1,000, got {checks.shown(copies)}"
+        )
+
+
+def lab_loss(key: str, gpus: int, copies: int | Fraction) -> int:
+    """Bytes the lab's loss holds on top of the forward pass's end, by the planning rule: the logits (layer
+    4's output, in the setup's weight dtype) and `copies` fp32 copies of them. A setup's planned peak is then
+    `modelled(...).peak_with_loss(lab_loss(...))`."""
+    if key not in BY_KEY:
+        raise ValueError(f"key must be one of {', '.join(BY_KEY)}, got {checks.shown(key)}")
+    if gpus not in SHOWN:
+        raise ValueError(f"gpus must be one of {', '.join(map(str, SHOWN))}, got {checks.shown(gpus)}")
+    _check_copies(copies)
+    outputs = SPEC.batch * SPEC.widths[-1]
+    return int(outputs * modelled(BY_KEY[key], gpus).recipe.weight_bytes + copies * outputs * 4)
+
+
 def at_size(shape: Transformer, copies: int | Fraction) -> dict[str, int]:
     """Bytes the step model leaves out that grow with a GPT's activations, at `shape`'s size: the loss holding
     `copies` fp32 copies of the logits (s·b·V × 4 B each; a half is a bf16 copy), a block's bf16 output
@@ -101,11 +123,7 @@ def at_size(shape: Transformer, copies: int | Fraction) -> dict[str, int]:
     The step model leaves out the logits and the loss: it describes each layer by its weights and the
     activations it saves, and what a loss holds depends on the model's head and its loss function."""
     checks.instance("shape", shape, Transformer, "an activations.Transformer, e.g. MODELS['7.5b']")
-    number = isinstance(copies, (int, Fraction)) and not isinstance(copies, bool)
-    if not (number and 0 < copies <= 1_000 and (2 * copies).denominator == 1):
-        raise ValueError(
-            f"copies must be a whole or half number from 1/2 to 1,000, got {checks.shown(copies)}"
-        )
+    _check_copies(copies)
     output = 2 * shape.seq_len * shape.micro_batch * shape.hidden
     loss = int(copies * shape.logits_bytes)
     return {"loss": loss, "layer output": output, "activation gradients": 2 * output}

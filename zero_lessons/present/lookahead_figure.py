@@ -13,10 +13,12 @@ from matplotlib.figure import Figure
 from .. import checks
 from ..planning import ds_traffic
 from ..planning.ds_lookahead import WHY, Lookahead
-from .gather_figure import GATHER
 
-#: A held stretch's colour, by why the matrix is gathered as the loss runs.
-WHY_COLOURS = dict(zip(WHY, ("#4c72b0", "#dd8452", "#8172b3", "#c7c7c7"), strict=True))
+#: A held stretch's colour, by why the matrix is gathered as the loss runs: teal, red, mauve and grey, hues
+#: the step figures' kinds (`figures.KIND_COLOURS`) do not use, as the lessons draw both on one page.
+WHY_COLOURS = dict(zip(WHY, ("#009e73", "#d62728", "#cc79a7", "#c7c7c7"), strict=True))
+#: The all-gather marker: black here, as red marks the look-ahead.
+GATHER = "black"
 #: What the legend says for each reason.
 WHY_NAMES = {
     "reuse distance": "kept: its backward use is within the reuse distance",
@@ -26,8 +28,8 @@ WHY_NAMES = {
 }
 #: The rule the rows show, as the lower panel's title.
 RULE = (
-    "After its forward use (●) a tensor stays gathered if its backward use (○) lies within the blue arrow"
-    " (reuse distance)\nor the orange one (how far the look-ahead had walked); otherwise it is freed, and"
+    "After its forward use (●) a tensor stays gathered if its backward use (○) lies within the teal arrow"
+    " (reuse distance)\nor the red one (how far the look-ahead had walked); otherwise it is freed, and"
     " gathered again for backward"
 )
 #: The x axis's label: the uses of the drawn tensors, or every place of the step.
@@ -94,7 +96,7 @@ def _totals(ax, look: Lookahead, columns: list[int]) -> None:
         lw=1.4,
         label="weights gathered (all): as a module starts, then after its prefetch",
     )
-    ax.axhline(look.cap / scale, color="#c44e52", ls="--", lw=1, label="max_live_parameters")
+    ax.axhline(look.cap / scale, color="0.35", ls="--", lw=1, label="max_live_parameters")
     loss = columns.index(look.loss)
     text = f"{look.totals[look.loss] / scale:,.0f}{unit} as the loss runs"
     floor = _floor(min(ys), look.cap / scale)
