@@ -3,6 +3,7 @@
 import pytest
 
 from conftest import need_module
+from zero_lessons.planning.ds_config import ADAMW
 from zero_lessons.run.keys import KEYS, lookup
 from zero_lessons.run.spelled import spelled_out
 
@@ -21,6 +22,9 @@ def test_every_priced_key_sits_at_its_path_with_its_default(stage):
             assert key.default is None and value is (stage == 3)
         else:
             assert value == key.default, key.path
+    assert list(config)[-1] == "optimizer" and config["optimizer"] == ADAMW  # the file runs as it stands
+    config["optimizer"]["params"]["lr"] = 0.5
+    assert ADAMW["params"]["lr"] == 1e-3  # each config has its own copy
 
 
 @pytest.mark.parametrize("stage", [1, 2, 3])
