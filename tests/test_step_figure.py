@@ -15,6 +15,7 @@ from zero_lessons.lab.timeline_view import highest, panels, peaks
 from zero_lessons.planning import DDP, DeepSpeed, activations, layered_model, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.planning.step_effects import CHANGES, effects
+from zero_lessons.present.axis_cut import cut_marks
 from zero_lessons.present.step_figure import BLOCK_TICKS, KIND_COLOURS, STACK, Panel, plot_step, short_name
 from zero_lessons.present.step_tables import kinds_table, parts_table, peak_table
 from zero_lessons.stages import Stage
@@ -496,6 +497,7 @@ def test_a_floor_starts_every_y_axis_above_zero_and_must_stay_below_the_top():
     top = plot_step([panel], "B").axes[0].get_ylim()[1]
     cut = plot_step([panel], "B", floor=top / 2).axes[0]
     assert cut.get_ylim() == (top / 2, top)
+    assert cut_marks(cut) == 2 and cut_marks(plot_step([panel], "B").axes[0]) == 0  # marked only when cut
     shown = [t for t in cut.get_yticks() if top / 2 <= t <= top]
     assert len(shown) >= 4  # a cut axis is read by its ticks, so it gets several
     with pytest.raises(ValueError, match="floor must be below the panel's top"):

@@ -8,6 +8,7 @@ import pytest
 from zero_lessons.lab import timeline_view
 from zero_lessons.planning import DeepSpeed, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
+from zero_lessons.present.axis_cut import cut_marks
 from zero_lessons.present.step_figure import Panel, plot_step
 from zero_lessons.present.step_floor import rises
 from zero_lessons.present.step_legend import BOUNDARIES
@@ -193,6 +194,8 @@ def test_same_floor_starts_every_panel_at_the_lowest_floor():
     ]
     assert len(set(tops)) == 1  # and one top: one scale, so equal bars look equal
     assert own == [floor(p, around="end") for p in PANELS]
+    zoomed = plot_zoom(PANELS, "GB", around="end").axes[: len(PANELS)]
+    assert [cut_marks(ax) for ax in zoomed] == [2] * len(PANELS)  # every cut axis marked as cut
     with pytest.raises(TypeError, match="same_floor must be True or False"):
         plot_zoom(PANELS, "GB", same_floor="yes")
 

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from .. import checks
 from ..planning import ds_traffic
 from ..planning.ds_lookahead import WHY, Lookahead
+from .axis_cut import mark_cut
 
 #: A held stretch's colour, by why the matrix is gathered as the loss runs: teal, red, mauve and grey, hues
 #: the step figures' kinds (`figures.KIND_COLOURS`) do not use, as the lessons draw both on one page.
@@ -106,18 +107,7 @@ def _totals(ax, look: Lookahead, columns: list[int]) -> None:
     ax.set_ylabel(f"gathered\n({unit.strip() or 'elements'}{' elements' if unit else ''})", fontsize=9)
     ax.set_ylim(floor, top + 0.25 * (top - floor))
     if floor:  # a cut axis: marked on it, and said in words
-        for y in (0.0, 0.05):
-            ax.plot(
-                (-0.008, 0.008), (y, y + 0.04), transform=ax.transAxes, color="black", lw=1, clip_on=False
-            )
-        ax.text(
-            0.995,
-            0.04,
-            f"y axis cut: it starts at {floor:,.0f}{unit}",
-            transform=ax.transAxes,
-            ha="right",
-            fontsize=8,
-        )
+        mark_cut(ax, f"y axis cut: it starts at {floor:,.0f}{unit}")
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1), fontsize=8, ncol=2, frameon=False)
 
 

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from .. import units
+from .axis_cut import mark_cut
 from .step_legend import STACK, stacked
 
 #: The note's box: white, a little see-through, so a bar's colour shows at its edge.
@@ -90,6 +91,7 @@ def apply_floor(fig: Figure, axes, panels, bottom: float, unit: str) -> None:
                 f"floor must be below the panel's top, {ax.get_ylim()[1]:.3g} {unit}, got {bottom:g}"
             )
         ax.set_ylim(bottom, ax.get_ylim()[1])
+        mark_cut(ax)
         ax.yaxis.set_major_locator(
             MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10])
         )  # a cut axis needs its ticks

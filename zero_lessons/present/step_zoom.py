@@ -14,6 +14,7 @@ from fractions import Fraction
 from matplotlib.figure import Figure
 
 from .. import checks, units
+from .axis_cut import mark_cut
 from .step_figure import Panel, check_panels, plot_step, short_name
 from .step_floor import differ_below, lift, note_rises
 from .step_legend import Shown, above, title_peak
@@ -83,6 +84,8 @@ def plot_zoom(
         title_peak(ax, panel, unit, 2)
         ax.set_xlim(shown[0] - 0.6, shown[-1] + 0.6)
         ax.set_ylim(cut, high + 0.25 * (high - cut))
+        if cut > 0:
+            mark_cut(ax)
         ax.set_xticks(shown, list(named), fontsize=7.5)
         for x, total in zip(shown, totals, strict=True):
             ax.text(x, total, units.format_number(total, 2), ha="center", va="bottom", fontsize=7, zorder=6,
