@@ -128,3 +128,13 @@ def local_only(context) -> list[str]:
 
     context.route("**/*", route)
     return blocked
+
+
+def cut_marks(ax) -> int:
+    """How many of `axis_cut.mark_cut`'s slashes `ax` carries: 2 where its y axis is marked as cut."""
+    from zero_lessons.present.axis_cut import SLASHES
+
+    xs, _ = SLASHES
+    return sum(
+        1 for line in ax.lines if line.get_transform() == ax.transAxes and tuple(line.get_xdata()) == xs
+    )

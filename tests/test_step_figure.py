@@ -8,6 +8,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 
+from conftest import cut_marks
 from zero_lessons import memory, units
 from zero_lessons.lab.timeline_compare import WHY, Compared, allowances, modelled
 from zero_lessons.lab.timeline_setup import BY_KEY, STEP_NAMES
@@ -15,7 +16,6 @@ from zero_lessons.lab.timeline_view import highest, panels, peaks
 from zero_lessons.planning import DDP, DeepSpeed, activations, layered_model, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.planning.step_effects import CHANGES, effects
-from zero_lessons.present.axis_cut import cut_marks
 from zero_lessons.present.step_figure import BLOCK_TICKS, KIND_COLOURS, STACK, Panel, plot_step, short_name
 from zero_lessons.present.step_tables import kinds_table, parts_table, peak_table
 from zero_lessons.stages import Stage

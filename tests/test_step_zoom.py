@@ -5,10 +5,10 @@ from fractions import Fraction
 
 import pytest
 
+from conftest import cut_marks
 from zero_lessons.lab import timeline_view
 from zero_lessons.planning import DeepSpeed, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
-from zero_lessons.present.axis_cut import cut_marks
 from zero_lessons.present.step_figure import Panel, plot_step
 from zero_lessons.present.step_floor import rises
 from zero_lessons.present.step_legend import BOUNDARIES

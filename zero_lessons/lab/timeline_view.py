@@ -13,6 +13,7 @@ from fractions import Fraction
 from .. import checks, tables, units
 from ..planning import activations
 from ..planning.activations import Transformer
+from ..planning.step_rules import FP32
 from ..present.step_figure import Panel
 from . import reuse
 from .modes import MODE_NAMES
@@ -112,7 +113,7 @@ def lab_loss(key: str, gpus: int, copies: int | Fraction) -> int:
         raise ValueError(f"gpus must be one of {', '.join(map(str, SHOWN))}, got {checks.shown(gpus)}")
     _check_copies(copies)
     outputs = SPEC.batch * SPEC.widths[-1]
-    return int(outputs * modelled(BY_KEY[key], gpus).recipe.weight_bytes + copies * outputs * 4)
+    return int(outputs * modelled(BY_KEY[key], gpus).recipe.weight_bytes + copies * outputs * FP32)
 
 
 def at_size(shape: Transformer, copies: int | Fraction) -> dict[str, int]:

@@ -24,6 +24,8 @@ from .step_choices import MODELS
 BF16, FP32_SCALARS = 2, 12  #: bytes per element: bf16 weights and gradients; fp32 master weights and moments
 #: The course's 7.5 B model, the `step` command's default: 32 blocks × 4,352, Ψ = 7,493,452,032.
 SHAPE = MODELS["7.5b"]
+Messages = tuple[tuple[str, int], ...]
+WHOLE_KNOBS = ("reduce_bucket_size", "prefetch_bucket_size", "max_live_parameters", "max_reuse_distance")
 
 
 @dataclass(frozen=True)
@@ -37,12 +39,7 @@ class Knobs:
     max_reuse_distance: int = 1_000_000_000  #: `stage3_max_reuse_distance`
 
     def __post_init__(self):
-        for name in (
-            "reduce_bucket_size",
-            "prefetch_bucket_size",
-            "max_live_parameters",
-            "max_reuse_distance",
-        ):
+        for name in WHOLE_KNOBS:
             checks.whole(name, getattr(self, name), low=1 if name == "reduce_bucket_size" else 0, high=10**15)
         if not isinstance(self.multi_rank_all_reduce, bool):
             raise TypeError(
@@ -82,9 +79,7 @@ class StageTraffic:
     """One stage at real size: what DeepSpeed sends and holds per rank, and the paper's accounting."""
 
     stage: Stage  #: 0 to 3
-    messages: tuple[
-        tuple[str, int], ...
-    ]  #: DeepSpeed's bf16 messages in a steady-state step: (collective, elements)
+    messages: Messages  #: DeepSpeed's bf16 messages in a steady-state step: (collective, elements)
     params: int  #: Ψ
     weights: int  #: bytes of bf16 weights per rank, padding included
     gradients: int  #: bytes of bf16 gradients the fullest rank keeps after backward
@@ -95,7 +90,11 @@ class StageTraffic:
     @property
     def sent(self) -> int:
         """DeepSpeed's elements sent per step by the paper's count: an all-reduce twice its size."""
-        return sum((2 if op == "all_reduce" else 1) * n for op, n in self.messages)
+        return sum(self.sent_in(op) for op in {op for op, _ in self.messages})
+
+    def sent_in(self, op: str) -> int:
+        """`sent`, in `op` messages alone ("all_reduce", "all_gather", "reduce_scatter")."""
+        return sum((2 if name == "all_reduce" else 1) * n for name, n in self.messages if name == op)
 
     @property
     def held(self) -> int:

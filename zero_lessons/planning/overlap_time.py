@@ -24,15 +24,13 @@ from .. import checks, units
 from . import ds_scale, offload
 from .offload_step import BACKWARD_SHARE
 
-#: Bytes of one element DeepSpeed sends: bf16.
-ELEMENT_BYTES = 2
 #: DeepSpeed's default knobs.
 DEFAULTS = ds_scale.Knobs()
 
 
-def _sent(traffic: ds_scale.StageTraffic, op: str) -> int:
-    """Elements one GPU sends in `op` messages over a step, by the paper's count."""
-    return sum((2 if name == "all_reduce" else 1) * n for name, n in traffic.messages if name == op)
+def _seconds(elements: int, rate: Fraction) -> Fraction:
+    """Seconds `elements` bf16 elements take at `rate` bytes per second."""
+    return Fraction(ds_scale.BF16 * elements) / rate
 
 
 @dataclass(frozen=True)
@@ -82,8 +80,8 @@ def overlap_comm(
     rate = units.as_rate("bandwidth", bandwidth)
     traffic = ds_scale.predict(modules, gpus, knobs)[stage]
     compute = offload.compute_time(traffic.params, tokens_per_gpu, flops_per_second)
-    seconds = {op: Fraction(ELEMENT_BYTES * _sent(traffic, op)) / rate for op in ("all_reduce", "all_gather")}
-    return OverlapComm(stage, compute, seconds["all_reduce"], seconds["all_gather"])
+    reductions, gather = (_seconds(traffic.sent_in(op), rate) for op in ("all_reduce", "all_gather"))
+    return OverlapComm(stage, compute, reductions, gather)
 
 
 @dataclass(frozen=True)
@@ -101,5 +99,5 @@ def stage3_time(knobs: ds_scale.Knobs = DEFAULTS, *, bandwidth, modules=None, gp
     all-gathers: all their seconds add to the step."""
     rate = units.as_rate("bandwidth", bandwidth)
     traffic = ds_scale.predict(modules, gpus, knobs)[3]
-    gathered, scattered = (_sent(traffic, op) for op in ("all_gather", "reduce_scatter"))
-    return Stage3Time(*(Fraction(ELEMENT_BYTES * n) / rate for n in (gathered, scattered)), gathered)
+    gathered, scattered = (traffic.sent_in(op) for op in ("all_gather", "reduce_scatter"))
+    return Stage3Time(_seconds(gathered, rate), _seconds(scattered, rate), gathered)

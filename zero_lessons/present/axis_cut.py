@@ -14,11 +14,3 @@ def mark_cut(ax, words: str = "") -> None:
         ax.plot(xs, y, transform=ax.transAxes, color="black", lw=1, clip_on=False)
     if words:
         ax.text(0.995, 0.04, words, transform=ax.transAxes, ha="right", fontsize=8)
-
-
-def cut_marks(ax) -> int:
-    """How many of `mark_cut`'s slashes `ax` carries (a test reads it)."""
-    xs, _ = SLASHES
-    return sum(
-        1 for line in ax.lines if line.get_transform() == ax.transAxes and tuple(line.get_xdata()) == xs
-    )
