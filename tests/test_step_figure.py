@@ -16,7 +16,15 @@ from zero_lessons.lab.timeline_view import highest, panels, peaks
 from zero_lessons.planning import DDP, DeepSpeed, activations, layered_model, timeline, transformer_model
 from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.planning.step_effects import CHANGES, effects
-from zero_lessons.present.step_figure import BLOCK_TICKS, KIND_COLOURS, STACK, Panel, plot_step, short_name
+from zero_lessons.present.step_figure import (
+    BLOCK_TICKS,
+    END_WORDS,
+    KIND_COLOURS,
+    STACK,
+    Panel,
+    plot_step,
+    short_name,
+)
 from zero_lessons.present.step_tables import kinds_table, parts_table, peak_table
 from zero_lessons.stages import Stage
 
@@ -137,7 +145,7 @@ def test_a_long_step_leaves_the_blocks_beside_the_turn_unnumbered():
     assert shown["forward block 24"] == shown["backward block 24"] == "24"
     assert shown["forward block 16"] == "16\nblocks, forward →"
     assert shown["backward block 16"] == "16\n← backward, blocks"
-    assert shown["gradient reduction"] == "\nreduce"  # a line down, clear of "step" three bars on
+    assert "gradient reduction" not in shown and shown["optimizer step"] == END_WORDS  # one word for the end
 
 
 def test_the_stack_is_the_models_parts_by_kind():
@@ -165,10 +173,9 @@ def test_a_long_step_names_its_runs_and_its_peak_in_the_title():
         heads = {i: text.split("\n")[0] for i, text in named.items()}
         assert all(heads[i] == t.phases[i].name.rsplit(" ", 1)[1] for i in heads if heads[i].isdigit())
         words = {text.split("\n")[-1]: t.phases[i] for i, text in named.items() if not text.isdigit()}
-        assert set(words) == {"start", "blocks, forward →", "← backward, blocks", "reduce", "step"}
+        assert set(words) == {"start", "blocks, forward →", "← backward, blocks", END_WORDS}
         assert (words["blocks, forward →"].kind, words["← backward, blocks"].kind) == ("forward", "backward")
-        assert words["reduce"].kind == "reduction"
-        assert words["step"].name == "optimizer step"
+        assert words[END_WORDS].name == "optimizer step"
         assert (
             ax.get_title(loc="right")
             == f"step-model peak {units.format_number(t.peak.total / 10**9, 2)} GB at {t.peak.name}"

@@ -31,6 +31,8 @@ from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, abov
 MAX_LABELLED = 24
 #: a long step numbers every BLOCK_TICKS-th block on its x axis, in both passes
 BLOCK_TICKS = 8
+#: A long step's words for its thin columns after the backward pass, too narrow to name (`step_zoom` can).
+END_WORDS = "end of step"
 #: Most panels one figure holds.
 MAX_PANELS = 8
 #: Inches: the book's text column is about 784 px wide at matplotlib's 100 dpi.
@@ -137,10 +139,9 @@ class Panel:
         return len(self.timeline.phases) > MAX_LABELLED
 
     def labels(self) -> tuple[str, ...]:
-        """The x axis's words, one per phase: every phase of a short step; else the start, the optimizer
-        step, every BLOCK_TICKS-th block's number in both passes (but not the two beside the turn between
-        them, where the loss's column goes), the passes' names under the middle of their runs, and "reduce"
-        under the gradient reduction (a line down, clear of "step")."""
+        """The x axis's words, one per phase: every phase of a short step; else the start, each BLOCK_TICKS-th
+        block's number in both passes (not the two beside the turn, where the loss's column goes), the passes'
+        names under the middle of their runs, and END_WORDS under the optimizer step."""
         phases = self.timeline.phases
         if not self.long:
             return tuple(short_name(p.name) for p in phases)
@@ -153,10 +154,10 @@ class Panel:
             middle = run[len(run) // 2]
             shown[middle] = "\n".join(filter(None, (shown[middle], words)))
         for i, phase in enumerate(phases):
-            if phase.name in ("start of step", "optimizer step"):
+            if phase.name == "start of step":
                 shown[i] = short_name(phase.name)
-            elif phase.kind == "reduction":
-                shown[i] = "\nreduce"
+            elif phase.name == "optimizer step":
+                shown[i] = END_WORDS
         return tuple(shown)
 
 
