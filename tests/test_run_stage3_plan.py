@@ -119,7 +119,7 @@ def test_deepspeed_count_puts_deepspeeds_gathered_weights_in_the_loss_column_of_
     gpt, loss = transformer_model(SHAPE), loss_bytes(SHAPE)
     step = timeline(gpt, DeepSpeed(stage=3), 8)
     counted = deepspeed_count(step)
-    assert counted.phases == step.phases and step.as_loss_runs is step.after_forward  # the bars are the same
+    assert step.as_loss_runs is step.after_forward and counted.at_loss is not None
     held = counted.as_loss_runs
     assert (
         held.name == step.after_forward.name and held.bytes_of("gathered parameters") == at_loss().deepspeed
@@ -164,3 +164,33 @@ def test_deepspeed_count_refuses_what_it_does_not_model(call, message):
     with pytest.raises((TypeError, ValueError)) as raised:
         call(t)
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_deepspeed_count_puts_deepspeeds_gathered_weights_in_every_forward_and_backward_bar():
+    """Each bar holds the most DeepSpeed's rules gather while its modules run: a block's six, and the
+    parameter-free steps after them; the phases around the passes keep the step model's count."""
+    from zero_lessons.planning import ds_scale, ds_traffic, timeline, transformer_model
+    from zero_lessons.run.stage3_plan import _spans, knobs, modules
+
+    step = timeline(transformer_model(SHAPE), DeepSpeed(stage=3), 8)
+    counted = deepspeed_count(step)
+    big, held = ds_scale.sharded_held(modules(), knobs(DeepSpeed(stage=3)), 100_000)
+    sizes = [n for m in big for n in m]
+    spans = _spans(len(big), SHAPE.layers)
+    covered = sorted(e for r in spans.values() for e in r)  # every entry once, but the loss's
+    assert covered == [e for e in range(len(held)) if e != ds_traffic.loss_entry(len(big))]
+    assert spans["forward block 1"] == range(3, 15) and spans["backward embedding"] == range(771, 772)
+    for before, after in zip(step.phases, counted.phases, strict=True):
+        assert after.name == before.name
+        assert [p for p in after.parts if p.kind != "gathered parameters"] == [
+            p for p in before.parts if p.kind != "gathered parameters"
+        ]
+        if before.kind in ("forward", "backward"):
+            most = max(sum(sizes[i] for i in held[e]) for e in spans[before.name])
+            assert after.bytes_of("gathered parameters") == 2 * most
+        else:
+            assert after == before
+    # the cap binds through most of the step: 10⁹ elements and one matrix, as at the loss
+    middle = counted.phase("forward block 16").bytes_of("gathered parameters")
+    assert middle == counted.as_loss_runs.bytes_of("gathered parameters") == at_loss().deepspeed
+    assert counted.peak.name == "backward block 32" and counted.peak.total < at_loss().plan

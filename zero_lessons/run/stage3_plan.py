@@ -1,11 +1,12 @@
-"""Lesson 13's example at stage 3, as its loss runs, counted two ways; and the peak to plan with.
+"""Lesson 13's example at stage 3, counted two ways; and the peak to plan with.
 
 The step model runs each block as one module, so its prefetcher walks a block at a time. DeepSpeed runs
 each weight matrix as a module of its own (`ds_scale.gpt_modules`), so its prefetcher walks further ahead,
 and a tensor that the prefetcher has walked past stays gathered whatever the reuse distance (the rules
-`ds_traffic` holds, which the lab checked on real ranks). As the loss runs, the two counts therefore hold
-different weights gathered. `at_loss` gives both, and the peak to plan with: the step model's loss column
+`ds_traffic` holds, which the lab checked on real ranks). The two counts therefore hold different weights
+gathered. `at_loss` gives both as the loss runs, and the peak to plan with: the step model's loss column
 with DeepSpeed's gathered weights in place of its own, or the step model's own peak where that is higher.
+`deepspeed_count` puts DeepSpeed's count in every forward and backward phase of a step, for its figures.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import checks
-from ..planning import ds_lookahead, ds_scale
+from ..planning import ds_lookahead, ds_scale, ds_traffic
 from ..planning.activations import Transformer
 from ..planning.step import DeepSpeed
 from ..planning.step_model import transformer_model
-from ..planning.step_parts import KINDS, Part, Timeline
+from ..planning.step_parts import KINDS, Part, Phase, Timeline
 from ..stages import Stage
 from .example import SHAPE, example_step, loss_bytes
 
@@ -107,10 +108,10 @@ def lookahead(
 
 
 def deepspeed_count(timeline: Timeline, shape: Transformer = SHAPE, head: bool = False) -> Timeline:
-    """`timeline` (a stage-3 DeepSpeed step of `shape`'s GPT, without activation checkpointing) with what is
-    held as the loss runs counted by DeepSpeed's own rules: its last forward phase with the step model's
-    gathered weights replaced by DeepSpeed's (`ds_scale.gathered_at_loss`, a matrix at a time), so that its
-    tables and figures give the peak to plan with (`AtLoss.plan`)."""
+    """`timeline` (a stage-3 DeepSpeed step of `shape`'s GPT, without activation checkpointing) with its
+    gathered weights counted by DeepSpeed's own rules, a matrix at a time (`ds_scale.sharded_held`): in each
+    forward and backward phase, the most its modules hold gathered (`_spans`); as the loss runs
+    (`Timeline.at_loss`), what is held then. So its tables and figures give the peak to plan with."""
     checks.instance(
         "timeline", timeline, Timeline, "a planning Timeline, e.g. timeline(gpt, DeepSpeed(stage=3), 8)"
     )
@@ -125,19 +126,47 @@ def deepspeed_count(timeline: Timeline, shape: Transformer = SHAPE, head: bool =
             f"timeline must be of shape's GPT ({shape.layers} blocks of {shape.hidden}), "
             f"got {timeline.model.name}"
         )
-    end = timeline.after_forward
-    count = _deepspeed_elements(framework, shape, head)
+    big, held = ds_scale.sharded_held(
+        modules(shape, head), knobs(framework), framework.param_persistence_threshold
+    )
+    sizes = [n for m in big for n in m]
+    counts = [sum(sizes[i] for i in h) for h in held]  # elements gathered at each entry of the trace
+    spans = _spans(len(big), shape.layers)
+    phases = tuple(
+        _with_gathered(p, max(counts[e] for e in spans[p.name]), "its modules hold at most")
+        if p.name in spans
+        else p
+        for p in timeline.phases
+    )
+    loss = _with_gathered(
+        timeline.after_forward, counts[ds_traffic.loss_entry(len(big))], "held as the loss runs"
+    )
+    return replace(timeline, phases=phases, at_loss=loss)
+
+
+def _spans(count: int, blocks: int) -> dict[str, range]:
+    """The trace entries (`ds_traffic.trace`, `count` modules) each forward and backward phase of the step
+    model spans: the embedding's module, or a block's six, and the parameter-free entries after them."""
+    owned = {"embedding": (0, 0)} | {f"block {b}": (1 + 6 * (b - 1), 6 * b) for b in range(1, blocks + 1)}
+    loss, last = ds_traffic.loss_entry(count), 2 * (2 * count)
+    out = {}
+    for layer, (first, final) in owned.items():
+        start = 0 if first == 0 else ds_traffic.forward_entry(first)
+        out[f"forward {layer}"] = range(start, min(ds_traffic.forward_entry(final) + 2, loss))
+        back = ds_traffic.backward_entry(count, final)
+        out[f"backward {layer}"] = range(back, min(ds_traffic.backward_entry(count, first) + 2, last))
+    return out
+
+
+def _with_gathered(phase: Phase, count: int, when: str) -> Phase:
+    """`phase` with its gathered weights replaced by `count` bf16 elements, counted by DeepSpeed's rules."""
     held = Part(
         "gathered parameters",
         BF16 * count,
-        f"weights gathered as the loss runs, by DeepSpeed's own rules (a matrix at a time): "
-        f"{count:,} elements",
+        f"weights gathered, by DeepSpeed's own rules (a matrix at a time), {when}: {count:,} elements",
     )
-    kept = [p for p in end.parts if p.kind != "gathered parameters"]
-    parts = tuple(
-        sorted([*kept, held], key=lambda p: KINDS.index(p.kind))
-    )  # in KINDS order, as a phase's are
-    return replace(timeline, at_loss=replace(end, parts=parts))
+    kept = [p for p in phase.parts if p.kind != "gathered parameters"]
+    return replace(phase, parts=tuple(sorted([*kept, held], key=lambda p: KINDS.index(p.kind))))
 
 
 def plan_count(timeline: Timeline, shape: Transformer = SHAPE) -> Timeline:
