@@ -35,7 +35,7 @@ def test_each_reason_matches_how_often_the_matrix_is_gathered_with_and_without_p
         BIG, knobs.prefetch_bucket_size, knobs.max_live_parameters, knobs.max_reuse_distance
     )
     for m in look.matrices:
-        kept = {"reuse distance": (1, 1), "look-ahead": (1, 2)}.get(m.why, (2, 2))
+        kept = {"reuse distance": (1, 1), "walk": (1, 2)}.get(m.why, (2, 2))
         assert (with_prefetch[m.tensor], without[m.tensor]) == kept, m
         assert (m.tensor in held[look.loss]) == (m.why != "not held")
     assert look.totals[look.loss] == ds_scale.gathered_at_loss(knobs=knobs)
@@ -53,11 +53,9 @@ def test_the_held_stretches_are_the_walks_held_sets():
 def test_at_the_defaults_blocks_30_to_32_are_kept_by_distance_29_by_the_look_ahead_28s_fc1_fetched_back():
     look = stage3_plan.lookahead()
     why = [m.why for m in look.matrices]
-    assert why == ["not held"] * 2 + ["fetched back"] + ["look-ahead"] * 8 + ["reuse distance"] * 9
+    assert why == ["not held"] * 2 + ["fetched back"] + ["walk"] * 8 + ["reuse distance"] * 9
     assert look.at_loss("reuse distance") == 2 * sum(SIZES) + MLP  # blocks 31, 32 and block 30's fc2
-    assert (
-        look.at_loss("look-ahead") == sum(SIZES) + QKV + PROJ + 2 * MLP
-    )  # block 29, 30's first three, 28's fc2
+    assert look.at_loss("walk") == sum(SIZES) + QKV + PROJ + 2 * MLP  # block 29, 30's first three, 28's fc2
     assert look.at_loss("fetched back") == MLP  # block 28's fc1
     assert look.at_loss() == look.totals[look.loss] == 1_060_634_624
     fc1 = look.matrices[2]
@@ -80,7 +78,7 @@ def test_without_a_reuse_distance_or_a_look_ahead_nothing_is_kept_for_that_reaso
     }
     no_prefetch = stage3_plan.lookahead(DeepSpeed(stage=3, prefetch_bucket_size=0))
     assert {m.why for m in no_prefetch.matrices} == {"reuse distance", "not held"}
-    assert all(m.reach < m.forward for m in no_prefetch.matrices)  # the look-ahead never walked
+    assert all(m.reach < m.forward for m in no_prefetch.matrices)  # the walk never moved
 
 
 def test_gpt_names_count_blocks_from_one_and_name_the_output_layer():
@@ -133,7 +131,7 @@ def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_b
     knobs = ds_scale.Knobs(prefetch_bucket_size=1200, max_live_parameters=3600, max_reuse_distance=1200)
     names = {i: f"linear {i + 1}" for i in range(4)}
     look = ds_lookahead.lookahead(modules, knobs, threshold=0, names=names)
-    assert [m.why for m in look.matrices] == ["fetched back", "not held"] + ["look-ahead"] * 4 + [
+    assert [m.why for m in look.matrices] == ["fetched back", "not held"] + ["walk"] * 4 + [
         "reuse distance"
     ] * 2
     assert (look.starts[2], look.totals[2]) == (

@@ -2,8 +2,8 @@
 
 `ds_traffic.stage3_walk` gives what DeepSpeed's coordinator gathers and frees, module by module. After a
 matrix's forward use, DeepSpeed keeps it gathered for the backward pass in two cases: its backward use lies
-within `max_reuse_distance` elements of uses ahead (the *reuse horizon*), or the prefetcher's look-ahead
-has already walked past that use (the *reach*). Otherwise the matrix is freed, and gathered again for the
+within `max_reuse_distance` elements of uses ahead (the *reuse horizon*), or the prefetcher's walk
+has already passed that use (the *reach*). Otherwise the matrix is freed, and gathered again for the
 backward pass: sometimes early enough that it is back before the loss runs. `lookahead` gives each matrix's
 uses, its held stretches, its reach and horizon at the decision, and so the reason; `present.lookahead_figure`
 draws it.
@@ -19,7 +19,7 @@ from .. import checks
 from . import ds_scale, ds_traffic
 
 #: Why a matrix is held as the loss runs (or that it is not), in the order the figure's legend lists them.
-WHY = ("reuse distance", "look-ahead", "fetched back", "not held")
+WHY = ("reuse distance", "walk", "fetched back", "not held")
 DEFAULTS = ds_scale.Knobs()  #: DeepSpeed's default knobs
 
 
@@ -33,7 +33,7 @@ class Matrix:
     size: int  #: elements
     forward: int  #: its forward use
     backward: int  #: its backward use
-    reach: int  #: the farthest use the look-ahead had walked to when its forward use ended
+    reach: int  #: the farthest use the prefetcher's walk had reached when its forward use ended
     horizon: int  #: the farthest use within `max_reuse_distance` elements of uses after its forward use
     held: tuple[tuple[int, int], ...]  #: (gathered at, released after) for each stretch it is whole
     why: str  #: one of `WHY`: why it is gathered as the loss runs

@@ -1,6 +1,6 @@
 """Stage 3's turn from the forward to the backward pass, matrix by matrix (`planning.ds_lookahead`): one row
 per weight matrix with its two uses and the stretches it is held gathered, coloured by why it is held as the
-loss runs; under each bar, how far the reuse horizon and the prefetcher's look-ahead reached when its forward
+loss runs; under each bar, how far the reuse horizon and the prefetcher's walk reached when its forward
 use ended. Above the rows, the elements gathered against `max_live_parameters`."""
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from .axis_cut import mark_cut
 #: A held stretch's colour, by why the matrix is gathered as the loss runs: teal, red, mauve and grey, hues
 #: the step figures' kinds (`figures.KIND_COLOURS`) do not use, as the lessons draw both on one page.
 WHY_COLOURS = dict(zip(WHY, ("#009e73", "#d62728", "#cc79a7", "#c7c7c7"), strict=True))
-#: The all-gather marker: black here, as red marks the look-ahead.
+#: The all-gather marker: black here, as red marks the walk.
 GATHER = "black"
 #: What the legend says for each reason.
 WHY_NAMES = {
     "reuse distance": "kept: its backward use is within the reuse distance",
-    "look-ahead": "kept: the look-ahead had already walked past its backward use",
+    "walk": "kept: the prefetcher's walk had already passed its backward use",
     "fetched back": "freed after its forward use, then prefetched back before the loss",
     "not held": "freed after its forward use, gathered again during backward",
 }
 #: The rule the rows show, as the lower panel's title.
 RULE = (
     "After its forward use (●) a tensor stays gathered if its backward use (○) lies within the teal arrow"
-    " (reuse distance)\nor the red one (how far the look-ahead had walked); otherwise it is freed, and"
+    " (reuse distance)\nor the red one (how far the prefetcher's walk had gone); otherwise it is freed, and"
     " gathered again for backward"
 )
 #: The x axis's label: the uses of the drawn tensors, or every place of the step.
@@ -40,8 +40,8 @@ PLACES = {
 }
 UNNAMED = "; · a step without weights"  #: added to the x label where a column is marked "·"
 LEGEND_INCHES = 1.0  #: the height the legend takes under the rows
-#: The reuse-horizon and look-ahead lines, each in the colour of the reason it gives.
-HORIZON, REACH = WHY_COLOURS["reuse distance"], WHY_COLOURS["look-ahead"]
+#: The reuse-horizon and walk lines, each in the colour of the reason it gives.
+HORIZON, REACH = WHY_COLOURS["reuse distance"], WHY_COLOURS["walk"]
 
 
 def _columns(look: Lookahead, every_place: bool) -> list[int]:
@@ -136,7 +136,7 @@ def _legend(fig, shown: set[str]) -> None:
         "its backward use",
         "all-gathered here (a bar's start)",
         "reuse distance from its forward use (the uses within max_reuse_distance)",
-        "how far the look-ahead had walked at its forward use",
+        "how far the prefetcher's walk had gone at its forward use",
     ]
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
 
@@ -181,7 +181,7 @@ def plot_lookahead(look: Lookahead, every_place: bool = False, between: Sequence
     ax.set_yticks(range(rows), list(reversed(row_names)), fontsize=8)
     ax.set_ylim(-0.7, rows - 0.3)
     ax.set_xlim(-0.6, len(columns) - 0.4)
-    ax.set_xticks(range(len(columns)), labels, rotation=90, fontsize=7)
+    ax.set_xticks(range(len(columns)), labels, rotation=90, fontsize=8)
     ax.set_xlabel(PLACES[every_place] + (UNNAMED if "·" in labels else ""))
     ax.set_title(RULE, fontsize=9, loc="left")
     _legend(fig, {m.why for m in look.matrices})
