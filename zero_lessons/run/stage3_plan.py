@@ -147,8 +147,13 @@ def deepspeed_count(timeline: Timeline, shape: Transformer = SHAPE, head: bool =
 def _spans(count: int, blocks: int) -> dict[str, range]:
     """The trace entries (`ds_traffic.trace`, `count` modules) each forward and backward phase of the step
     model spans: the embedding's module, or a block's six, and the parameter-free entries after them."""
-    owned = {"embedding": (0, 0)} | {f"block {b}": (1 + 6 * (b - 1), 6 * b) for b in range(1, blocks + 1)}
-    loss, last = ds_traffic.loss_entry(count), 2 * (2 * count)
+    per_block = len(ds_lookahead.BLOCK_PARTS)  # six modules a block, as `ds_scale.gpt_modules` lists them
+    owned = {"embedding": (0, 0)}
+    owned |= {f"block {b}": (1 + per_block * (b - 1), per_block * b) for b in range(1, blocks + 1)}
+    loss, last = (
+        ds_traffic.loss_entry(count),
+        len(ds_traffic.trace([()] * count)),
+    )  # its entries: 4 per module
     out = {}
     for layer, (first, final) in owned.items():
         start = 0 if first == 0 else ds_traffic.forward_entry(first)
