@@ -194,3 +194,25 @@ def test_deepspeed_count_puts_deepspeeds_gathered_weights_in_every_forward_and_b
     middle = counted.phase("forward block 16").bytes_of("gathered parameters")
     assert middle == counted.as_loss_runs.bytes_of("gathered parameters") == at_loss().deepspeed
     assert counted.peak.name == "backward block 32" and counted.peak.total < at_loss().plan
+
+
+@pytest.mark.parametrize(
+    "knob",
+    [
+        {},
+        {"prefetch_bucket_size": 0},
+        {"max_live_parameters": 10**8},
+        {"max_reuse_distance": 0},
+        {"param_persistence_threshold": 2 * 10**7},
+    ],
+)
+def test_the_plan_is_the_same_whether_read_from_at_loss_or_from_every_bar(knob):
+    """Lesson 13 prices the stage-3 keys by `at_loss().plan`; lesson 11's figures draw `plan_count`'s bars.
+    With DeepSpeed's count in every bar, the highest with the loss is still that plan, at each key lesson 13
+    tries."""
+    from zero_lessons.run.stage3_plan import planned
+
+    framework = DeepSpeed(stage=3, **knob)
+    counted = deepspeed_count(example_step(SHAPE, framework))
+    assert counted.peak_with_loss(loss_bytes(SHAPE)) == at_loss(framework).plan == planned(framework)
+    assert counted.loss_is_peak(loss_bytes(SHAPE))
