@@ -66,11 +66,11 @@ def _row(ax, y: float, matrix, columns: list[int]) -> None:
     """One matrix: its held stretches, its two uses, and the horizon and reach at its forward use."""
     for gathered, released in matrix.held:
         left, right = _x(columns, gathered), _x(columns, released) + 0.3
-        ax.barh(y, right - left, left=left, height=0.46, color=WHY_COLOURS[matrix.why], lw=0)
+        ax.barh(y, right - left, left=left, height=0.38, color=WHY_COLOURS[matrix.why], lw=0)
         if gathered >= columns[0]:  # an all-gather drawn: where the stretch starts
-            ax.plot(left, y + 0.3, "v", color=GATHER, markersize=5)
+            ax.plot(left, y + 0.26, "v", color=GATHER, markersize=5)
     start = _x(columns, matrix.forward)
-    for colour, end, dy in ((HORIZON, matrix.horizon, 0.36), (REACH, matrix.reach, -0.36)):
+    for colour, end, dy in ((HORIZON, matrix.horizon, 0.27), (REACH, matrix.reach, -0.27)):
         if end > matrix.forward:
             ax.annotate(
                 "", (_x(columns, end), y + dy), (start, y + dy),
