@@ -113,7 +113,8 @@ def lab_loss(key: str, gpus: int, copies: int | Fraction) -> int:
         raise ValueError(f"gpus must be one of {', '.join(map(str, SHOWN))}, got {checks.shown(gpus)}")
     _check_copies(copies)
     outputs = SPEC.batch * SPEC.widths[-1]
-    return int(outputs * modelled(BY_KEY[key], gpus).recipe.weight_bytes + copies * outputs * FP32)
+    weight_bytes = BY_KEY[key].mode.recipe.weight_bytes  # the recipe `modelled` runs the setup with
+    return int(outputs * weight_bytes + copies * outputs * FP32)
 
 
 def at_size(shape: Transformer, copies: int | Fraction) -> dict[str, int]:

@@ -89,16 +89,29 @@ def lookahead(
     walk = ds_traffic.stage3_walk(
         big, knobs.prefetch_bucket_size, knobs.max_live_parameters, knobs.max_reuse_distance
     )
-    loss, sizes = ds_traffic.loss_entry(len(big)), [n for m in big for n in m]
+    loss = ds_traffic.loss_entry(len(big))
     matrices = _matrices(big, walk, knobs.max_reuse_distance, held[loss])
     return Lookahead(
         tuple(m for m in matrices if m.module >= first and m.size > smallest),
-        tuple(sum(sizes[i] for i in h) for h in held),
+        _totals(big, held),
         tuple(v.gathered for v in walk),
         loss,
         knobs.max_live_parameters,
         dict(names or {}),
     )
+
+
+def totals(modules=None, knobs: ds_scale.Knobs = DEFAULTS, *, threshold: int = 100_000) -> tuple[int, ...]:
+    """Weight elements stage 3 holds gathered (all modules) while each entry of `ds_traffic.trace` runs, under
+    `knobs` and the persistence `threshold` (default: the 7.5 B model at DeepSpeed's defaults); the same as
+    `lookahead(...).totals`, without working out each matrix's reasons."""
+    return _totals(*ds_scale.sharded_held(modules, knobs, threshold))
+
+
+def _totals(big, held) -> tuple[int, ...]:
+    """Elements gathered at each entry: the sizes of the tensors `held` there (flat indices into `big`)."""
+    sizes = [n for m in big for n in m]
+    return tuple(sum(sizes[i] for i in h) for h in held)
 
 
 def _matrices(big, walk, reuse: int, at_loss: frozenset[int]) -> list[Matrix]:

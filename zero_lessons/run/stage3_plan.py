@@ -126,12 +126,10 @@ def deepspeed_count(timeline: Timeline, shape: Transformer = SHAPE, head: bool =
             f"timeline must be of shape's GPT ({shape.layers} blocks of {shape.hidden}), "
             f"got {timeline.model.name}"
         )
-    big, held = ds_scale.sharded_held(
-        modules(shape, head), knobs(framework), framework.param_persistence_threshold
-    )
-    sizes = [n for m in big for n in m]
-    counts = [sum(sizes[i] for i in h) for h in held]  # elements gathered at each entry of the trace
-    spans = _spans(len(big), shape.layers)
+    walked = modules(shape, head)
+    threshold = framework.param_persistence_threshold
+    counts = ds_lookahead.totals(walked, knobs(framework), threshold=threshold)  # at each entry of the trace
+    spans = _spans(len(walked), shape.layers)
     phases = tuple(
         _with_gathered(p, max(counts[e] for e in spans[p.name]), "its modules hold at most")
         if p.name in spans
@@ -139,7 +137,7 @@ def deepspeed_count(timeline: Timeline, shape: Transformer = SHAPE, head: bool =
         for p in timeline.phases
     )
     loss = _with_gathered(
-        timeline.after_forward, counts[ds_traffic.loss_entry(len(big))], "held as the loss runs"
+        timeline.after_forward, counts[ds_traffic.loss_entry(len(walked))], "held as the loss runs"
     )
     return replace(timeline, phases=phases, at_loss=loss)
 
@@ -150,10 +148,8 @@ def _spans(count: int, blocks: int) -> dict[str, range]:
     per_block = len(ds_lookahead.BLOCK_PARTS)  # six modules a block, as `ds_scale.gpt_modules` lists them
     owned = {"embedding": (0, 0)}
     owned |= {f"block {b}": (1 + per_block * (b - 1), per_block * b) for b in range(1, blocks + 1)}
-    loss, last = (
-        ds_traffic.loss_entry(count),
-        len(ds_traffic.trace([()] * count)),
-    )  # its entries: 4 per module
+    # the trace ends with the first module's backward use
+    loss, last = ds_traffic.loss_entry(count), ds_traffic.backward_entry(count, 0) + 1
     out = {}
     for layer, (first, final) in owned.items():
         start = 0 if first == 0 else ds_traffic.forward_entry(first)
