@@ -115,7 +115,10 @@ def test_a_modelled_loss_is_a_bar_of_its_own_and_can_take_the_peak():
     small = Panel("zero-2", t, model_loss=1)  # a loss that tops nothing: the step model's peak stays
     assert small.peak == (t.peak.total, t.peak_index)
     legend_names = [text.get_text() for text in plot_step([panel], "GB").legends[0].get_texts()]
-    assert "the loss, after the forward pass" in legend_names and "the peak, loss counted" in legend_names
+    assert "the loss, after the forward pass" in legend_names
+    assert "the peak, loss counted (▼ marks its column)" in legend_names
+    unmarked = plot_step([panel], "GB", peak_mark=False).legends[0].get_texts()
+    assert "the peak, loss counted" in [text.get_text() for text in unmarked]  # no triangle, no word of one
     with pytest.raises(ValueError, match="model_loss bytes must be ≥ 0"):
         Panel("a", t, model_loss=-1)
 

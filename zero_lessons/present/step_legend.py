@@ -50,11 +50,13 @@ def above(panel, unit: str, cut: float, columns=None) -> frozenset[str]:
     return frozenset(kind for i in phases for kind, _, top in stacked(heights, i) if top > cut)
 
 
-def _peak_name(panels) -> str:
-    """The peak line's name: the step model's peak, or with the modelled loss where a panel counts it."""
-    return (
+def _peak_name(panels, peak_mark: bool = True) -> str:
+    """The peak line's name: the step model's peak, or with the modelled loss where a panel counts it; where
+    `peak_mark`, it says that the triangle marks the peak's column, not its height."""
+    name = (
         "the peak, loss counted" if any(p.model_loss is not None for p in panels) else "the step model's peak"
     )
+    return f"{name} (▼ marks its column)" if peak_mark else name
 
 
 def legend(
@@ -123,7 +125,7 @@ def _groups(panels, unit: str, shown: Shown | None = None, peak_mark: bool = Tru
     if boundaries:
         marks.append((plt.Rectangle((0, 0), 1, 1, color="#e6e6e6"), BOUNDARIES))
     line = plt.Line2D([], [], color="crimson", ls="--", lw=0.9, marker="v" if peak_mark else "", ms=4)
-    marks.append((line, _peak_name(panels)))
+    marks.append((line, _peak_name(panels, peak_mark)))
     return states, buffers, marks
 
 
