@@ -148,6 +148,17 @@ def test_under_bf16_stages_1_and_2_skip_an_overflowing_step_with_a_fixed_scale_o
     )
 
 
+def test_deepspeeds_fp16_hysteresis_spares_the_first_overflow():
+    """Lesson 12: fp16's default `hysteresis` is 2, so the first overflow skips the step and keeps the scale
+    (it only counts the hysteresis down); the next one halves the scale."""
+    from conftest import need_module
+
+    assert need_module("deepspeed.runtime.constants").FP16_HYSTERESIS_DEFAULT == 2
+    source = pathlib.Path(need_module("deepspeed.runtime.fp16.loss_scaler").__file__).read_text()
+    assert "if self.delayed_shift == 1 or self.cur_hysteresis == 1:" in source
+    assert "self.cur_hysteresis -= 1" in source
+
+
 def test_deepspeeds_stage_3_checks_for_overflow_only_under_fp16():
     """Lesson 12: under bf16 no step is skipped; the inf/NaN flag is allocated but only fp16 reads it."""
     from conftest import need_module
