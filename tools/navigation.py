@@ -107,6 +107,13 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "CPU, and 10 and 11 follow memory through a training step; 13 prices DeepSpeed's config keys at "
         "real size; 14 and 15 are a workshop. The lessons "
         "assume basic deep learning and PyTorch.",
+        "",
+        "Why there are stages at all: in plain [data parallelism](../docs/glossary.md#data-parallelism) "
+        "every GPU trains on its own slice of each batch and keeps a whole copy of the training state, and "
+        "after each backward pass the GPUs sum their gradients so that every copy takes the same step. "
+        "[ZeRO](../docs/glossary.md#zero) (the Zero Redundancy Optimizer, which DeepSpeed implements) "
+        "removes those copies: each stage splits one more part of the state across the GPUs, and the GPUs "
+        "send each other the pieces they need when they need them. Memory goes down; what they send changes.",
     ]
     lines = [
         "## Notation and words",
@@ -116,7 +123,8 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "elements each GPU sends per step, as multiples of Ψ (lesson 03 adds the "
         "[ring factor](../docs/glossary.md#ring-factor)); in fp16 or bf16 an element is 2 bytes. GB means "
         "10⁹ bytes, GiB 2³⁰; a link's Gb/s counts bits (100 Gb/s = 12.5 GB/s). A card sold as 80 GB holds "
-        "80 GiB, 7.4% more than the 80 GB the lessons count: a margin on top of any they leave free.",
+        "about 80 GiB, 7.4% more than the 80 × 10⁹ bytes the lessons count, so counting in GB errs on the "
+        "safe side.",
         "",
         "Each lesson links a term to the [glossary](../docs/glossary.md) where it first uses it; look a word "
         "up there when it is new to you, such as [rank](../docs/glossary.md#rank), "
