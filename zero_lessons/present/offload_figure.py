@@ -66,7 +66,7 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
         Placement("ZeRO-3, optimizer and parameters on the host",
                   {"GPU": layers, "host": (*zero3, ("16-bit weights", 2))},
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE)}),
-        Placement("ZeRO-3, optimizer and parameters set to an NVMe drive",
+        Placement("ZeRO-3, optimizer and parameters set to NVMe (weights kept on the host: max_in_cpu)",
                   {"GPU": layers,
                    "host": (("16-bit gradients", 2), ("16-bit weights", 2),
                             ("pinned staging buffers", staging)),
