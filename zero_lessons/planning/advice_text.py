@@ -3,8 +3,8 @@
 #: What the advice says for each key of `Advice.rule`, naming the article's rule (1, 2 or 3) where one fires.
 RULES = {
     "replicate": "Everything fits on every GPU: plain data parallelism, no rule needed.",
-    "partition-optimizer": "Rule 1: the parameters fit, but replicating the optimizer state leaves too "
-    "little room, so stage 1 or 2.",
+    "partition-optimizer": "Rule 1: the whole 16-bit weights fit, but replicating all the state, beside the "
+    "activations, leaves too little room, so split the optimizer state: stage 1 or 2.",
     "partition-parameters": "Rule 2: the whole 16-bit weights, with the activations, do not leave the "
     "headroom free, so stage 3.",
     "stage-3-or-more-gpus": "Rule 1 points at stage 1 or 2, but on so few GPUs neither leaves the headroom "
