@@ -769,6 +769,24 @@ def test_the_cheapest_cluster_is_never_the_fewest_gpus_but_may_be_the_cheapest_c
     assert any(cheapest_card_wins) and not all(cheapest_card_wins)
 
 
+def test_a_cluster_sized_with_10_percent_headroom_is_named_as_that_slip():
+    """The sheet keeps no headroom; an attendee who keeps lesson 04's 10% is told so, where it changes
+    the count, and the prompt says it."""
+    named = 0
+    for seed in range(40):
+        q = question("cheapest-cluster", seed)
+        g = dict(q.given)
+        assert "within the card's whole memory (this sheet keeps no headroom)" in q.prompt, seed
+        card = q.answers()["card"].upper()
+        roomy = min_gpus(g["params"], int(card[:-2]) * GB * 9 // 10 - g["activations_gb"] * GB, 3)
+        if roomy == q.answers()["gpus"]:
+            continue
+        mark = next(m for m in check(seed, q.id, q.answers() | {"gpus": roomy}).marks if m.part == "gpus")
+        assert not mark.right and mark.slip == "kept-headroom" and "whole memory" in mark.message, seed
+        named += 1
+    assert named > 10
+
+
 def test_the_host_question_names_deepspeeds_estimator_and_the_host_formula_it_grades_by():
     """Question 2 names both estimators and lesson 06, and gives the host formula per choice (zero_init on,
     one node); that formula, worked by hand, is the figure the grader expects."""
@@ -777,7 +795,7 @@ def test_the_host_question_names_deepspeeds_estimator_and_the_host_formula_it_gr
         g = dict(q.given)
         psi, n = g["params"], g["gpus"]
         formulas = {
-            (Stage.ZERO2, "optimizer"): (f"max(4 B × {n}, 16 B) × Ψ × 1.5", max(4 * n, 16)),
+            (Stage.ZERO2, "optimizer"): (f"max(4 B × {n} processes, 16 B) × Ψ × 1.5", max(4 * n, 16)),
             (Stage.ZERO3, "optimizer"): ("16 B × Ψ × 1.5", 16),
             (Stage.ZERO3, "optimizer+parameters"): ("18 B × Ψ × 1.5", 18),
         }

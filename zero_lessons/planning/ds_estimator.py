@@ -230,7 +230,8 @@ def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term
     """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × its margin."""
     return Term(
         "larger of fp32 model per process of the job (every node's) and offloaded state (our reading)",
-        f"max(4 B × {processes}, {units.format_number(state)} B) × Ψ × {units.format_number(factor)}",
+        f"max(4 B × {processes} processes, {units.format_number(state)} B) × Ψ × "
+        f"{units.format_number(factor)}",
         p * max(4 * processes, state) * factor,
     )
 

@@ -17,12 +17,14 @@ PROMPT = (
     "throughout), at sequence length {seq:,} and micro-batch "
     "{batch} per GPU, with " + ADAM + ". Activations follow Korthikanti et al. (2022), in bytes per GPU: "
     "s·b·h·(34 + 5·a·s/h) per layer with no recomputation; 34·s·b·h per layer plus one layer's s·b·h·5·a·s/h "
-    "with selective recomputation, which keeps none of attention's s × s matrices (scores, softmax and "
-    "dropout: the 5·a·s/h term) and rebuilds them one layer at a time in the backward pass; and "
+    "with selective recomputation, which keeps none of attention's s × s matrices (the softmax output, "
+    "its dropout mask and the dropped-out result: the 5·a·s/h term) and rebuilds them one layer at a time "
+    "in the backward pass; and "
     "2·s·b·h per layer plus one layer's full set with full recomputation, which keeps only each layer's "
     "input and reruns the layer's forward in the backward pass. Rule: take the least "
     "recomputation (none, then selective, then full) that lets some stage fit, and with it the lowest stage "
-    "that fits."
+    "that fits; a stage fits when its model state plus activations are at most the card's whole memory (this "
+    "sheet keeps no headroom)."
 )
 WORKING = (
     "Model state per GPU: {states}. Activations do not depend on the stage. {tried}: too much for {card}. "

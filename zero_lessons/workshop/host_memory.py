@@ -20,11 +20,13 @@ PROMPT = (
     "what stays on a GPU and what moves to the host by the package's count (`offloaded` in "
     "zero_lessons.planning.offload), in bytes per GPU for Ψ parameters on N GPUs: {split}. The node's host "
     "memory holds the host parts of its {gpus} GPUs. Rule: take the first whose GPU part plus activations "
-    "fits the card and whose host part fits by the package's count, then check the host with DeepSpeed's "
+    "fits the card's whole memory (this sheet keeps no headroom) and whose host part fits by the package's "
+    "count, then check the host with DeepSpeed's "
     "own estimator, as lesson 06 (DeepSpeed's memory estimator) re-derives it: "
     "estimate_zero2_model_states_mem_needs for ZeRO-2, estimate_zero3_model_states_mem_needs for ZeRO-3, "
     "with the model built under zero.Init (zero_init on) and additional_buffer_factor 1.5. On this one "
-    'node its host bytes are: {ds_split}. It divides bytes by 2³⁰ and prints "GB".'
+    'node its host bytes are: {ds_split}. It divides bytes by 2³⁰ and prints "GB": convert before you '
+    "compare it with the host's GB."
 )
 #: The names of the kinds of state in `split_text`.
 STATE_NAMES = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer state"}

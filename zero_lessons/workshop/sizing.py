@@ -23,8 +23,9 @@ CLUSTER_PROMPT = (
     + ADAM
     + ". With activation checkpointing its "
     "activations take {act} per GPU on any card. The cards on offer, with prices per GPU-hour made up for "
-    "this exercise: {offer}. Rule: the cluster is some number of GPUs of one card, each holding its ZeRO-3 "
-    "model state plus the activations; pick the cluster that costs least per hour."
+    "this exercise: {offer}. Rule: the cluster is any number of GPUs of one card (not only whole nodes), "
+    "each holding its ZeRO-3 model state plus the activations within the card's whole memory (this sheet "
+    "keeps no headroom); pick the cluster that costs least per hour."
 )
 CLUSTER_WORKING = (
     "Each GPU keeps {act} for activations and the rest of its card for model state; "
@@ -56,6 +57,8 @@ CLUSTER_WHY = {
     "cheapest-card-not-cluster": "that card is the cheapest per GPU, but it needs so many GPUs that the "
     "cluster costs more",
     "fewest-cost": "that is the cost of the cluster with the fewest GPUs, not of the cheapest one",
+    "kept-headroom": "that keeps 10% of each card free, as lesson 04's advise does; this question counts "
+    "the card's whole memory",
 }
 
 
@@ -89,11 +92,16 @@ def _cluster_answers(psi: int, act: int, prices: dict) -> tuple[dict, dict]:
     fewest = min(costs, key=lambda label: costs[label][0])
     blind = memory.min_gpus(psi, CARDS[card][0] * units.GB, Stage.ZERO3)
     no_grads = memory.min_gpus(psi, CARDS[card][0] * units.GB - act, Stage.ZERO3, custom(2, 0, 12))
+    roomy = memory.min_gpus(psi, CARDS[card][0] * units.GB * 9 // 10 - act, Stage.ZERO3)
     values = dict(card=card, gpus=costs[card][0], cost_per_hour=costs[card][1])
     slips = {
         "card": [("fewest-not-cheapest", fewest), ("cheapest-card-not-cluster", min(prices, key=prices.get))],
-        "gpus": [("ignored-activations", blind), ("forgot-gradients", no_grads)],
-        "cost_per_hour": [("ignored-activations", blind * prices[card]), ("fewest-cost", costs[fewest][1])],
+        "gpus": [("ignored-activations", blind), ("forgot-gradients", no_grads), ("kept-headroom", roomy)],
+        "cost_per_hour": [
+            ("ignored-activations", blind * prices[card]),
+            ("fewest-cost", costs[fewest][1]),
+            ("kept-headroom", roomy * prices[card]),
+        ],
     }
     return values, slips
 
@@ -152,8 +160,9 @@ ABOVE_POINT = (
 )
 ABOVE_WORKING = (
     "Stage 2 keeps {two} and stage 3 {three} per GPU: stage 3 saves {saving}, the weights' 2Ψ(1 − 1/N) "
-    "bytes. Every weight's backward use comes fewer than 2Ψ elements after its forward use, within the "
-    "reuse distance, so every weight gathered in the forward pass stays gathered until its backward use: "
+    "bytes. Every weight's backward use comes fewer than 2Ψ elements after its forward use, less than "
+    "stage3_max_reuse_distance, so every weight gathered in the forward pass stays gathered until its "
+    "backward use: "
     "by the last layer's forward the whole model is gathered, Ψ elements of 2 bytes, 2Ψ bytes = "
     "{gathered}, and never more, since there is nothing else to gather. "
     "Stage 3 then peaks {excess} (2Ψ/N bytes) above stage 2. "

@@ -122,8 +122,9 @@ ACCUMULATION_PROMPT = (
     "sends that fraction of Ψ, a little less."
 )
 ACCUMULATION_WORKING = (
-    "ZeRO-1: 2Ψ elements per step = {one}. ZeRO-2: {micro_batches} reduce-scatters plus one all-gather = "
-    "{repeats}Ψ = {two}. The difference, {gap}, takes {extra:.4g} s at {gbit} Gb/s = {rate} GB/s."
+    "ZeRO-1: 2Ψ elements per step × 2 B = {one}. ZeRO-2: {micro_batches} reduce-scatters plus one all-gather "
+    "= {repeats}Ψ elements × 2 B = {two}. The difference, {gap}, takes {extra:.4g} s at {gbit} Gb/s = "
+    "{rate} GB/s."
 )
 ACCUMULATION_SPECS = (
     Spec(
