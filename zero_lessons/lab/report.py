@@ -21,7 +21,7 @@ HEAD = (
     "Adam steps B",
     "other B",
     "paper formula B",
-    "sent (paper count)",
+    "sent (all-reduce counted twice)",
     "matches the package's prediction",
 )
 
@@ -84,8 +84,8 @@ BRIEF_HEAD = (
     "N",
     "paper: B per rank",
     "measured: B per rank",
-    "paper: sent (paper count)",
-    "measured: sent (paper count)",
+    "paper: sent (all-reduce counted twice)",
+    "measured: sent (all-reduce counted twice)",
     "matches the package's prediction",
 )
 

@@ -39,7 +39,7 @@ FORMULA_WORKING = (
 FORMULA_SPECS = (
     Spec(
         "docs_stage",
-        "the paper's stage that keeps the same bytes whole as 4Ψ + 16Ψ/N does (its 4Ψ term) (0-3)",
+        "which paper stage also keeps 4Ψ whole (0-3)",
         "4Ψ kept whole means weights and gradients both whole: only the optimizer state is split",
         kind="stage",
     ),

@@ -81,7 +81,7 @@ SPECS = (
     ),
     Spec(
         "deepspeed_host_gib",
-        'host memory per node by DeepSpeed\'s estimator, in GiB (what it prints as "GB")',
+        'host memory per node by DeepSpeed\'s estimator, in GiB: a number, or with "GiB" (it prints "GB")',
         "DeepSpeed's host formula for this choice, times its margin of 1.5 (additional_buffer_factor)",
         unit="GiB",
     ),

@@ -59,13 +59,13 @@ PROMPT = (
 )
 #: What the question says of its settings beyond their names, by family ({threshold}: DeepSpeed's default).
 NOTES = {
-    "measure-deepspeed-12": " DeepSpeed's stages 1 and 2 lay every parameter end to end in one flat "
-    "bf16 buffer, padded to a multiple of 2N elements. Every rank keeps that whole buffer as its weights; "
-    "its slice, the padded buffer divided by N, padding included, holds its fp32 master weights and Adam "
-    "moments; and after the backward pass it keeps, whole, the gradients of every parameter that touches "
-    "its slice, plus the padding that falls in its slice. The gradients travel in buckets that hold the Ψ "
-    "real elements, no padding, whether all-reduced (the default) or reduced to each slice's owner; the "
-    "all-gather after the step returns the whole padded buffer (lesson 09, sections 4 and 5).",
+    "measure-deepspeed-12": " DeepSpeed's stages 1 and 2 lay every parameter end to end, in model order, in "
+    "one flat bf16 buffer, padded to a multiple of 2N elements. Every rank keeps that whole buffer as its "
+    "weights; its slice, the padded buffer divided by N, padding included, holds its fp32 master weights and "
+    "Adam moments; and after the backward pass it keeps, whole, the gradients of every parameter that "
+    "touches its slice, plus the padding that falls in its slice. The gradients travel in buckets that hold "
+    "the Ψ real elements, no padding, whether all-reduced (the default) or reduced to each slice's owner; "
+    "the all-gather after the step returns the whole padded buffer (lesson 09, sections 4 and 5).",
     "measure-deepspeed-3": " Every tensor is sharded: the lab sets stage3_param_persistence_threshold = 0, "
     "where DeepSpeed's default, {threshold:,} elements, would keep every tensor of this MLP whole on every "
     "rank. Stage 3 cuts every parameter on its own into N pieces of ⌈n/N⌉ elements, the last padded, and "
@@ -79,7 +79,7 @@ FSDP_NOTE = (
     "Adam state by your own rows only, padding left out (lesson 08, the PyTorch lab, section 5)."
 )
 #: Notes for single settings, added after the family's note.
-DS_DEFAULTS = " Prefetching and stage3_max_reuse_distance are left at DeepSpeed's defaults."
+DS_DEFAULTS = " stage3_max_reuse_distance is left at DeepSpeed's default, 10⁹ elements, far beyond this MLP."
 MODE_NOTES = {"fsdp_reshard": FSDP_NOTE, "fsdp_no_reshard": FSDP_NOTE, "ds_zero3": DS_DEFAULTS}
 #: What the lab leaves out of each framework's messages.
 MESSAGES = {

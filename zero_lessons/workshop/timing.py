@@ -50,6 +50,7 @@ PAYS_SPECS = (
         "the fewest tokens per GPU per step at which the transfers hide",
         "tokens ≥ link time × throughput / 6Ψ; Ψ cancels, leaving N, bandwidth and throughput",
         unit="tokens",
+        exact=True,
     ),
 )
 PAYS_WHY = {
