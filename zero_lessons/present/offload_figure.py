@@ -29,7 +29,7 @@ FILL = {"GPU": "#dceaf7", "host": "#f6e6cc", "NVMe drive": "#e3e3e3"}
 DOWN = f"fp32 gradients ↓ {offload.DEEPSPEED_DOWN} B"
 BACK = f"16-bit weights ↑ {offload.DEEPSPEED_BACK} B"
 BOUNCE = "16-bit grads ↓↑ 2 + 2 B"
-UP_TWICE = "16-bit weights ↑ 2 or 4 B"
+UP_TWICE = "16-bit weights ↑ 2-4 B"
 #: What DeepSpeed keeps on the drive with the optimizer there: the optimizer state and the fp32 gradients.
 ON_DRIVE = ("fp32 master weights", "fp32 gradients", "Adam moments")
 
