@@ -134,12 +134,16 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "",
         "## How to run them",
         "",
-        "From a clone of this repository, `make lab` sets up and opens these notebooks in JupyterLab, and "
-        "`make test` sets up and checks everything. With conda: `conda env create -f environment.yml`, then "
-        "`conda activate zero-lessons` and `jupyter lab notebooks/`. "
+        "From a clone of this repository (Python 3.11), `make lab` sets up and opens these notebooks in "
+        "JupyterLab, and `make test` sets up and checks everything. With conda: `conda env create -f "
+        "environment.yml`, then `conda activate zero-lessons` and `jupyter lab notebooks/`. "
         "Binder (mybinder.org) builds the same environment from that file. Every lesson runs on a laptop's "
-        "CPU, no GPU needed: the labs (08 to 10, and 12) start real training processes on the CPU, and all "
-        "the notebooks together, this page included, run in about two minutes. Lesson 05's explorer has live "
+        "CPU, no GPU needed, and all the notebooks together, this page included, run in about two minutes. "
+        "The labs (08 to 10, and 12) start real training processes on the CPU, and need more than "
+        "`make lab`, conda or Binder installs: the `lab` extra (PyTorch's CPU build and DeepSpeed, whose "
+        "first run also compiles with a C++ compiler), which `make test` installs, or "
+        "`pip install -e '.[lab]'` in the "
+        "clone's environment. So run the labs from a clone, not on Binder. Lesson 05's explorer has live "
         "controls, which need a Python kernel: `make lab`, `make voila` (the explorer alone, as a web "
         "dashboard) or Binder. The book (`make book`: these lessons as static web pages) shows the saved "
         "results only.",
