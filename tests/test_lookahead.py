@@ -103,6 +103,17 @@ def test_bad_input_is_one_line_naming_the_field(call, message):
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_label_dips_names_each_fall_before_the_loss_with_the_count_it_falls_to():
+    """Lesson 13's strip: block 28's QKV freed (1,004 M), then its projection and its fc1 (985 M each)."""
+    look = stage3_plan.lookahead()
+    texts = [t.get_text() for t in plot_lookahead(look, label_dips=True).axes[0].texts]
+    assert texts[:3] == ["1,004", "985", "985"] and texts[3] == "1,061 M as the loss runs"
+    falls = [p for p in range(1, look.loss) if look.starts[p] < look.totals[p - 1]]
+    assert [f"{look.starts[p] / 1e6:,.0f}" for p in falls[-3:]] == texts[:3]  # the drawn ones, from block 28
+    with pytest.raises(TypeError, match="label_dips"):
+        plot_lookahead(look, label_dips="yes")
+
+
 def test_the_figure_draws_a_row_per_matrix_a_bar_per_held_stretch_coloured_by_why():
     look = stage3_plan.lookahead()
     fig = plot_lookahead(look)

@@ -80,9 +80,28 @@ def _row(ax, y: float, matrix, columns: list[int]) -> None:
     ax.plot(_x(columns, matrix.backward), y, "o", mfc="white", mec="black", markersize=5)
 
 
-def _totals(ax, look: Lookahead, columns: list[int]) -> None:
+def _dips(ax, look: Lookahead, places, edges: list[float], at: list[float], scale: float) -> None:
+    """Each fall in the gathered count before the loss, labelled with the count it falls to, under its plateau
+    or the fall's left half."""
+    for k, p in enumerate(places):
+        if 0 < k and p < look.loss and look.starts[p] < look.totals[p - 1]:
+            dip = look.starts[p] / scale
+            x = at[k] if look.totals[p] == look.starts[p] else (edges[k] + at[k]) / 2
+            ax.annotate(
+                f"{dip:,.0f}",
+                (x, dip),
+                (0, -3),
+                textcoords="offset points",
+                ha="center",
+                va="top",
+                fontsize=7,
+            )
+
+
+def _totals(ax, look: Lookahead, columns: list[int], label_dips: bool = False) -> None:
     """The weight elements gathered (every module; in millions where the cap is 10⁷ or more) while each drawn
-    place runs, the live cap, and the count as the loss runs."""
+    place runs, the live cap, and the count as the loss runs; with `label_dips`, each fall before the loss
+    labelled with the count it falls to."""
     scale, unit = (1e6, " M") if look.cap >= 10**7 else (1, "")
     counts = [look.totals[c] / scale for c in columns]
     places = range(columns[0], columns[-1] + 1)  # every place, those between columns too, at its fraction
@@ -98,6 +117,8 @@ def _totals(ax, look: Lookahead, columns: list[int]) -> None:
         label="weights gathered (all): as a module starts, then after its prefetch",
     )
     ax.axhline(look.cap / scale, color="0.35", ls="--", lw=1, label="max_live_parameters")
+    if label_dips:
+        _dips(ax, look, places, edges, at, scale)
     loss = columns.index(look.loss)
     text = f"{look.totals[look.loss] / scale:,.0f}{unit} as the loss runs"
     floor = _floor(min(ys), look.cap / scale)
@@ -157,10 +178,13 @@ def _labels(look: Lookahead, columns: list[int], between: Sequence[str]) -> tupl
     return rows, [place.get(c, "·") for c in columns]
 
 
-def plot_lookahead(look: Lookahead, every_place: bool = False, between: Sequence[str] = ()) -> Figure:
+def plot_lookahead(
+    look: Lookahead, every_place: bool = False, between: Sequence[str] = (), label_dips: bool = False
+) -> Figure:
     """`look` drawn, each module named by `look.name`: a column per use of its matrices and the loss, or with
     `every_place` (for a small model) per place of the step from its start, steps without weights too, those
-    between modules named by `between` (e.g. "relu 1"; "·" where it names none)."""
+    between modules named by `between` (e.g. "relu 1"; "·" where it names none). With `label_dips`, the strip
+    labels each fall in the gathered count before the loss with the count it falls to."""
     checks.instance(
         "look", look, Lookahead, "a ds_lookahead.Lookahead, e.g. from run.stage3_plan.lookahead()"
     )
@@ -171,7 +195,7 @@ def plot_lookahead(look: Lookahead, every_place: bool = False, between: Sequence
     fig, (top, ax) = plt.subplots(
         2, 1, figsize=(11, height), sharex=True, gridspec_kw={"height_ratios": [1, rows / 6]}
     )
-    _totals(top, look, columns)
+    _totals(top, look, columns, checks.flag("label_dips", label_dips))
     for k, matrix in enumerate(look.matrices):
         _row(ax, rows - 1 - k, matrix, columns)
     middle = columns.index(look.loss)
