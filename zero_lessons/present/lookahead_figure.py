@@ -86,14 +86,17 @@ def _dips(ax, look: Lookahead, places, edges: list[float], at: list[float], scal
     for k, p in enumerate(places):
         if 0 < k and p < look.loss and look.starts[p] < look.totals[p - 1]:
             dip = look.starts[p] / scale
-            x = at[k] if look.totals[p] == look.starts[p] else (edges[k] + at[k]) / 2
+            plateau = (
+                look.totals[p] == look.starts[p]
+            )  # a wide fall: its label inside the notch, above the line
+            x = edges[k] if plateau else (edges[k] + at[k]) / 2
             ax.annotate(
                 f"{dip:,.0f}",
                 (x, dip),
-                (0, -3),
+                (2, 2) if plateau else (0, -3),
                 textcoords="offset points",
-                ha="center",
-                va="top",
+                ha="left" if plateau else "center",
+                va="bottom" if plateau else "top",
                 fontsize=7,
             )
 
