@@ -157,6 +157,12 @@ def test_deepspeeds_fp16_hysteresis_spares_the_first_overflow():
     source = pathlib.Path(need_module("deepspeed.runtime.fp16.loss_scaler").__file__).read_text()
     assert "if self.delayed_shift == 1 or self.cur_hysteresis == 1:" in source
     assert "self.cur_hysteresis -= 1" in source
+    # after loss_scale_window steps without overflow the scale doubles and the spare comes back
+    assert need_module("deepspeed.runtime.constants").FP16_LOSS_SCALE_WINDOW_DEFAULT == 1000
+    assert (
+        "self.cur_hysteresis = self.delayed_shift\n                self.cur_scale *= self.scale_factor"
+        in source
+    )
 
 
 def test_deepspeeds_stage_3_checks_for_overflow_only_under_fp16():
