@@ -153,12 +153,13 @@ def test_deepspeeds_fp16_hysteresis_spares_the_first_overflow():
     (it only counts the hysteresis down); the next one halves the scale."""
     from conftest import need_module
 
-    assert need_module("deepspeed.runtime.constants").FP16_HYSTERESIS_DEFAULT == 2
+    constants = need_module("deepspeed.runtime.constants")
+    assert constants.FP16_HYSTERESIS_DEFAULT == 2
     source = pathlib.Path(need_module("deepspeed.runtime.fp16.loss_scaler").__file__).read_text()
     assert "if self.delayed_shift == 1 or self.cur_hysteresis == 1:" in source
     assert "self.cur_hysteresis -= 1" in source
     # after loss_scale_window steps without overflow the scale doubles and the spare comes back
-    assert need_module("deepspeed.runtime.constants").FP16_LOSS_SCALE_WINDOW_DEFAULT == 1000
+    assert constants.FP16_LOSS_SCALE_WINDOW_DEFAULT == 1000
     assert (
         "self.cur_hysteresis = self.delayed_shift\n                self.cur_scale *= self.scale_factor"
         in source

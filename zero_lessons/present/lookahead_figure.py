@@ -86,9 +86,7 @@ def _dips(ax, look: Lookahead, places, edges: list[float], at: list[float], scal
     for k, p in enumerate(places):
         if 0 < k and p < look.loss and look.starts[p] < look.totals[p - 1]:
             dip = look.starts[p] / scale
-            plateau = (
-                look.totals[p] == look.starts[p]
-            )  # a wide fall: its label inside the notch, above the line
+            plateau = look.totals[p] == look.starts[p]  # a wide fall: labelled inside its notch
             x = edges[k] if plateau else (edges[k] + at[k]) / 2
             ax.annotate(
                 f"{dip:,.0f}",

@@ -78,8 +78,9 @@ FSDP_NOTE = (
     "than the others. Count your weights and gradients as the full padded chunk, padding included, and your "
     "Adam state by your own rows only, padding left out (lesson 08, the PyTorch lab, section 5)."
 )
-#: Notes for single settings, added after the family's note.
+#: What the ds_zero3 setting leaves at DeepSpeed's default (its prefetch and live limits are the lab's).
 DS_DEFAULTS = " stage3_max_reuse_distance is left at DeepSpeed's default, 10⁹ elements, far beyond this MLP."
+#: Notes for single settings, added after the family's note.
 MODE_NOTES = {"fsdp_reshard": FSDP_NOTE, "fsdp_no_reshard": FSDP_NOTE, "ds_zero3": DS_DEFAULTS}
 #: What the lab leaves out of each framework's messages.
 MESSAGES = {
