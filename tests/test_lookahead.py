@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from zero_lessons.planning import DeepSpeed, ds_lookahead, ds_scale, ds_traffic
-from zero_lessons.present.lookahead_figure import WHY_COLOURS, WHY_NAMES, plot_lookahead
+from zero_lessons.present.lookahead_figure import MARK_COLOUR, WHY_COLOURS, WHY_NAMES, plot_lookahead
 from zero_lessons.run import stage3_plan
 from zero_lessons.run.example import SHAPE
 
@@ -166,6 +166,33 @@ def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_b
     assert [t.get_text() for t in fig.axes[0].texts] == ["4,192 as the loss runs"]
     with pytest.raises(TypeError, match="every_place must be"):
         plot_lookahead(look, every_place="yes")
+
+
+def test_mark_shades_the_first_column_of_that_name_on_both_panels_and_names_it():
+    """Lesson 10 marks its peak, at the forward pass's ReLU 3 (the backward pass has a "relu 3" too)."""
+    knobs = ds_scale.Knobs(prefetch_bucket_size=1200, max_live_parameters=3600, max_reuse_distance=1200)
+    look = ds_lookahead.lookahead([(1024, 32)] * 4, knobs, threshold=0)
+    between = ["relu 1", "relu 2", "relu 3"]
+    fig = plot_lookahead(look, every_place=True, between=between, mark="relu 3")
+    columns = [t.get_text() for t in fig.axes[1].get_xticklabels()]
+    first = columns.index("relu 3")
+    assert columns.count("relu 3") == 2 and first < columns.index("the loss")
+    for axis in fig.axes:
+        shaded = [p for p in axis.patches if matplotlib.colors.to_hex(p.get_facecolor()) == MARK_COLOUR]
+        assert len(shaded) == 1
+        left, width = shaded[0].get_x(), shaded[0].get_width()
+        assert left < first < left + width and width < 1
+    assert "relu 3 here" in [t.get_text() for t in fig.axes[0].texts]
+    unmarked = plot_lookahead(look, every_place=True, between=between)
+    assert not [
+        p
+        for a in unmarked.axes
+        for p in a.patches
+        if matplotlib.colors.to_hex(p.get_facecolor()) == MARK_COLOUR
+    ]
+    with pytest.raises(ValueError, match="mark must be one of") as raised:
+        plot_lookahead(look, every_place=True, between=between, mark="relu 9")
+    assert "\n" not in str(raised.value)
 
 
 def test_at_threshold_0_the_weights_turn_as_at_the_default_and_rows_can_leave_out_small_tensors():

@@ -27,6 +27,7 @@ WHY_NAMES = {
     "fetched back": "freed after its forward use, then prefetched back before the loss",
     "not held": "freed after its forward use, gathered again during backward",
 }
+MARK_COLOUR = "#fbe9a6"  #: the column `mark` names, shaded (a pale yellow, behind every bar)
 #: The rule the rows show, as the lower panel's title.
 RULE = (
     "After its forward use (●) a tensor stays gathered if its backward use (○) lies within the teal arrow"
@@ -115,7 +116,7 @@ def _totals(ax, look: Lookahead, columns: list[int], label_dips: bool = False) -
         ys,
         color="black",
         lw=1.4,
-        label="weights gathered (all): as a module starts, then after its prefetch",
+        label="weights gathered (all): as a module starts (after any frees), then after its prefetch",
     )
     ax.axhline(look.cap / scale, color="0.35", ls="--", lw=1, label="max_live_parameters")
     if label_dips:
@@ -163,6 +164,17 @@ def _legend(fig, shown: set[str]) -> None:
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
 
 
+def _mark(top, ax, labels: list[str], mark: str) -> None:
+    """The first column labelled `mark` shaded on both panels and named on the strip: "<mark> here"; none
+    when `mark` is empty."""
+    if not mark:
+        return
+    x = labels.index(checks.choice("mark", mark, list(dict.fromkeys(labels))))
+    for axis in (top, ax):
+        axis.axvspan(x - 0.45, x + 0.45, color=MARK_COLOUR, zorder=0)
+    top.text(x, 0.04, f"{mark} here", transform=top.get_xaxis_transform(), ha="center", fontsize=8)
+
+
 def _labels(look: Lookahead, columns: list[int], between: Sequence[str]) -> tuple[list[str], list[str]]:
     """Each row's label (its module's name, with "weight" or "bias" where the module has both) and each
     column's: the module used there, the loss, the step's start, a step named in `between` (those after
@@ -180,12 +192,17 @@ def _labels(look: Lookahead, columns: list[int], between: Sequence[str]) -> tupl
 
 
 def plot_lookahead(
-    look: Lookahead, every_place: bool = False, between: Sequence[str] = (), label_dips: bool = False
+    look: Lookahead,
+    every_place: bool = False,
+    between: Sequence[str] = (),
+    label_dips: bool = False,
+    mark: str = "",
 ) -> Figure:
     """`look` drawn, each module named by `look.name`: a column per use of its matrices and the loss, or with
     `every_place` (for a small model) per place of the step from its start, steps without weights too, those
     between modules named by `between` (e.g. "relu 1"; "·" where it names none). With `label_dips`, the strip
-    labels each fall in the gathered count before the loss with the count it falls to."""
+    labels each fall in the gathered count before the loss with the count it falls to. `mark`, a column's
+    label (e.g. "relu 3"), shades its first such column on both panels, e.g. where a peak falls."""
     checks.instance(
         "look", look, Lookahead, "a ds_lookahead.Lookahead, e.g. from run.stage3_plan.lookahead()"
     )
@@ -209,6 +226,7 @@ def plot_lookahead(
     ax.set_xticks(range(len(columns)), labels, rotation=90, fontsize=8)
     ax.set_xlabel(PLACES[every_place] + (UNNAMED if "·" in labels else ""))
     ax.set_title(RULE, fontsize=9, loc="left")
+    _mark(top, ax, labels, mark)
     _legend(fig, {m.why for m in look.matrices})
     fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1))
     plt.close(fig)
