@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from zero_lessons.planning import DeepSpeed, ds_lookahead, ds_scale, ds_traffic
-from zero_lessons.present.lookahead_figure import MARK_COLOUR, WHY_COLOURS, WHY_NAMES, plot_lookahead
+from zero_lessons.present.lookahead_figure import GAP, MARK_COLOUR, WHY_COLOURS, WHY_NAMES, plot_lookahead
 from zero_lessons.run import stage3_plan
 from zero_lessons.run.example import SHAPE
 
@@ -128,6 +128,14 @@ def test_the_figure_draws_a_row_per_matrix_a_bar_per_held_stretch_coloured_by_wh
         assert len(bars) == sum(len(m.held) for m in look.matrices if m.why == why), why
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert [n for n in WHY_NAMES.values() if n in legend] == list(WHY_NAMES.values())
+    fetched = [
+        p for p in rows.patches if matplotlib.colors.to_hex(p.get_facecolor()) == WHY_COLOURS["fetched back"]
+    ]
+    first, again = sorted(
+        fetched, key=lambda p: p.get_x()
+    )  # block 28's fc1: freed, then fetched straight back
+    gap = again.get_x() - (first.get_x() + first.get_width())
+    assert GAP <= gap < 1  # a gap that shows, within one column
     text = [t.get_text() for t in fig.axes[0].texts]
     assert text == ["1,061 M as the loss runs", "y axis cut: it starts at 700 M"]
     strip = fig.axes[0]

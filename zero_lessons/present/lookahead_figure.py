@@ -41,6 +41,7 @@ PLACES = {
 }
 UNNAMED = "; · a step without weights"  #: added to the x label where a column is marked "·"
 LEGEND_INCHES = 1.0  #: the height the legend takes under the rows
+GAP = 0.3  #: the least gap drawn, in columns, between a release and the all-gather that follows it
 #: The reuse-horizon and walk lines, each in the colour of the reason it gives.
 HORIZON, REACH = WHY_COLOURS["reuse distance"], WHY_COLOURS["walk"]
 
@@ -63,10 +64,24 @@ def _x(columns: list[int], place: int) -> float:
     return i if columns[i] == place else i + (place - columns[i]) / (columns[i + 1] - columns[i])
 
 
-def _row(ax, y: float, matrix, columns: list[int]) -> None:
-    """One matrix: its held stretches, its two uses, and the horizon and reach at its forward use."""
+def _spans(matrix, columns: list[int]) -> list[tuple[float, float]]:
+    """Each held stretch's left and right x: from its all-gather to a little past its release. Where a
+    stretch starts again just after a release (a matrix fetched straight back), the release is drawn just
+    past its use and the new stretch starts `GAP` later, so that the gap shows."""
+    spans: list[tuple[float, float]] = []
     for gathered, released in matrix.held:
         left, right = _x(columns, gathered), _x(columns, released) + 0.3
+        if spans and left < spans[-1][1] + GAP:
+            before = spans[-1][1] - 0.3 + 0.12  # the previous release, drawn just past its use
+            spans[-1] = (spans[-1][0], before)
+            left = max(left, before + GAP)
+        spans.append((left, right))
+    return spans
+
+
+def _row(ax, y: float, matrix, columns: list[int]) -> None:
+    """One matrix: its held stretches, its two uses, and the horizon and reach at its forward use."""
+    for (gathered, _), (left, right) in zip(matrix.held, _spans(matrix, columns), strict=True):
         ax.barh(y, right - left, left=left, height=0.38, color=WHY_COLOURS[matrix.why], lw=0)
         if gathered >= columns[0]:  # an all-gather drawn: where the stretch starts
             ax.plot(left, y + 0.26, "v", color=GATHER, markersize=5)

@@ -162,8 +162,8 @@ def numbers(key: Key) -> str:
         mixed, fp32 = (memory.per_gpu(psi, GPUS, Stage(2), r).total for r in ("mixed-adam", DEEPSPEED_FP32))
         if key.path == "fp16.enabled":
             return (
-                f"same bytes as bf16; largest value {largest('float16'):,} in fp16, "
-                f"{float(largest('bfloat16')):.3g} in bf16"
+                "fp16 against bf16, not the default: the same bytes; largest value "
+                f"{largest('float16'):,} in fp16, {float(largest('bfloat16')):.3g} in bf16"
             )
         sends = sent(2, 1, "DeepSpeed default") * psi  # elements, in the config's dtype (its default)
         return (
