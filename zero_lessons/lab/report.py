@@ -86,7 +86,7 @@ BRIEF_HEAD = (
     "measured: B per rank",
     "paper: sent (all-reduce counted twice)",
     "measured: sent (all-reduce counted twice)",
-    "matches the package's prediction",
+    "matches the package's prediction (not the paper)",
 )
 
 
