@@ -30,7 +30,14 @@ from zero_lessons.stages import Stage
 from zero_lessons.workshop import QUESTIONS, answer_key, check, sheet
 from zero_lessons.workshop.derivation import by_hand
 from zero_lessons.workshop.feedback import NOT_YET, RIGHT
-from zero_lessons.workshop.lab_link import FIELDS, deepspeed_default, from_lab, predicted, zero_setting
+from zero_lessons.workshop.lab_link import (
+    FIELDS,
+    deepspeed_default,
+    from_lab,
+    power_of_ten,
+    predicted,
+    zero_setting,
+)
 from zero_lessons.workshop.measure import FAMILIES, case, compare
 from zero_lessons.workshop.model import TOLERANCE
 from zero_lessons.workshop.sheets import question
@@ -593,6 +600,22 @@ def test_the_stage3_measurement_says_every_tensor_is_sharded_and_why_that_matter
         assert f"{threshold} = 0, where DeepSpeed's default, {deepspeed_default(threshold):,}" in (
             question("measure-deepspeed-3", seed).prompt
         )
+
+
+def test_the_ds_zero3_measurement_gives_deepspeeds_own_reuse_default_as_a_power_of_ten():
+    """The note reads DeepSpeed's default (10⁹ elements) from the lab's table of defaults."""
+    assert power_of_ten(deepspeed_default("stage3_max_reuse_distance")) == "10⁹"
+    assert [power_of_ten(n) for n in (1_000, 100_000, 500, 1_200, 50_000_000)] == [
+        "10³",
+        "10⁵",
+        "500",
+        "1,200",
+        "50,000,000",
+    ]
+    prompts = [question("measure-deepspeed-3", seed).prompt for seed in range(40)]
+    with_note = [p for p in prompts if "stage3_max_reuse_distance keeps" in p]
+    assert with_note and all("DeepSpeed's default, 10⁹ elements, far beyond this MLP" in p for p in with_note)
+    assert not any("{reuse}" in p or "{threshold" in p for p in prompts)
 
 
 def test_the_stage3_question_says_max_live_parameters_releases_nothing():

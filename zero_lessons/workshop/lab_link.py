@@ -64,6 +64,23 @@ def deepspeed_default(name: str) -> int:
     return DEFAULTS[name]
 
 
+def power_of_ten(number: int) -> str:
+    """`number` as a reader writes it: "10⁹" for a power of ten of 1,000 or more, else with commas."""
+    digits = len(str(number)) - 1
+    if number >= 1_000 and number == 10**digits:
+        return "10" + str(digits).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{number:,}"
+
+
+def with_defaults(note: str) -> str:
+    """`note` with DeepSpeed's defaults filled in: {threshold} (the persistence threshold, a number) and
+    {reuse} (the max reuse distance, as `power_of_ten` writes it)."""
+    return note.format(
+        threshold=deepspeed_default("stage3_param_persistence_threshold"),
+        reuse=power_of_ten(deepspeed_default("stage3_max_reuse_distance")),
+    )
+
+
 def from_lab(mode: str, gpus: int, rank: int, found) -> Record:
     """Read one rank's lab result (a `lab.results.Measured` or `Predicted`) as a Record.
 

@@ -19,11 +19,11 @@ from .lab_link import (
     COLLECTIVES,
     FIELDS,
     Record,
-    deepspeed_default,
     lab_mode,
     lab_model,
     measure_many,
     predicted,
+    with_defaults,
 )
 from .model import Question, Spec, parts, rng
 
@@ -79,7 +79,7 @@ FSDP_NOTE = (
     "Adam state by your own rows only, padding left out (lesson 08, the PyTorch lab, section 5)."
 )
 #: What the ds_zero3 setting leaves at DeepSpeed's default (its prefetch and live limits are the lab's).
-DS_DEFAULTS = " stage3_max_reuse_distance is left at DeepSpeed's default, 10⁹ elements, far beyond this MLP."
+DS_DEFAULTS = " stage3_max_reuse_distance keeps DeepSpeed's default, {reuse} elements, far beyond this MLP."
 #: Notes for single settings, added after the family's note.
 MODE_NOTES = {"fsdp_reshard": FSDP_NOTE, "fsdp_no_reshard": FSDP_NOTE, "ds_zero3": DS_DEFAULTS}
 #: What the lab leaves out of each framework's messages.
@@ -247,8 +247,7 @@ def measure_question(family: str, seed: int) -> Question:
         recipe=recipe,
         when=when,
         messages=MESSAGES[setting.framework],
-        note=NOTES.get(family, "").format(threshold=deepspeed_default("stage3_param_persistence_threshold"))
-        + MODE_NOTES.get(mode, ""),
+        note=with_defaults(NOTES.get(family, "") + MODE_NOTES.get(mode, "")),
     )
     slips = held_slips(family, mode, gpus, truth) | sent_slips(mode, gpus, truth)
     specs = tuple(SPECS[name] for name in (*FIELDS, *asked))
