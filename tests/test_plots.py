@@ -48,6 +48,22 @@ def test_a_thin_headroom_band_gets_a_zoomed_inset_of_the_bars_near_it():
     assert plots.plot_stage_bars(7_500_000_000, 8, gpu_memory="32GB").axes[0].child_axes == []  # no band
 
 
+def test_a_top_just_under_the_band_is_labelled_inside_its_bar_so_it_reads_as_under_the_line():
+    """Lesson 04's 1.3 B case: ZeRO-1's top sits 0.7 GB under the 21.6 GB line of a 35 GB axis. Drawn above
+    the bar, its label would sit in the band; it goes inside the bar. Other tops keep theirs above."""
+    ax = plots.plot_stage_bars(
+        1_311_524_864, 8, gpu_memory="24GB", headroom=Fraction(1, 10), activations=13_690 * 10**6
+    ).axes[0]
+    tops = [sum(bars[i].get_height() for bars in ax.containers) for i in range(4)]
+    labels = {round(t.xy[1], 6): t.get_va() for t in ax.texts if t.xycoords == "data"}  # each bar's label
+    assert sorted(labels) == sorted(round(v, 6) for v in tops)
+    under = [v for v in tops if 21.6 - 0.06 * max(tops) < v < 21.6]
+    assert len(under) == 1 and round(under[0], 1) == 20.9  # ZeRO-1
+    assert [labels[round(v, 6)] for v in tops] == ["bottom", "top", "bottom", "bottom"]
+    banded = plots.plot_stage_bars(7_500_000_000, 8, gpu_memory="32GB").axes[0]  # no band: every label above
+    assert [t.get_va() for t in banded.texts if t.xycoords == "data"] == ["bottom"] * 4
+
+
 def test_scaling_and_step_time_figures():
     ax = plots.plot_scaling(7_500_000_000, max_gpus=64).axes[0]
     assert len([line for line in ax.lines if line.get_gid() != "floor"]) == 4  # one curve per stage

@@ -165,6 +165,10 @@ def _mark_gpus(ax, setup: Setup, unit: str) -> None:
     )
 
 
+#: A bar whose top is this share of the axis or less under the band gets its label inside the bar.
+UNDER_BAND = 0.06
+
+
 def draw(chart: figures.Chart) -> Figure:
     """`chart` with matplotlib: stacked bars and their labels, or log-log lines; the limit dashed."""
     checks.instance("chart", chart, figures.Chart, "a figures.Chart")
@@ -212,8 +216,18 @@ def _bars(ax, chart: figures.Chart) -> None:
     if chart.band is not None:
         box = {"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1}
         lifted = {"xytext": (0, 3), "textcoords": "offset points", "bbox": box}
+    scale = max([*bottom, chart.line or 0])
     for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
-        ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
+        if under_band(chart, top, scale):  # above the top it would sit in the band: inside the bar instead
+            ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, **{**lifted, "xytext": (0, -3)})
+        else:
+            ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
+
+
+def under_band(chart: figures.Chart, top: float, scale: float) -> bool:
+    """Whether a bar's top lies just under `chart.band` (within UNDER_BAND of the axis's `scale`), so that a
+    label drawn above it would sit inside the band and read as over the line."""
+    return chart.band is not None and chart.band - UNDER_BAND * scale < top < chart.band
 
 
 def _band(ax, chart: figures.Chart) -> None:
