@@ -41,6 +41,8 @@ PLACES = {
 }
 UNNAMED = "; · a step without weights"  #: added to the x label where a column is marked "·"
 LEGEND_INCHES = 1.0  #: the height the legend takes under the rows
+TAIL = 0.3  #: how far, in columns, a held stretch is drawn past its release, so that it reaches past the use
+TIGHT = 0.12  #: the shorter tail of a release followed at once by an all-gather (just past the use's marker)
 GAP = 0.3  #: the least gap drawn, in columns, between a release and the all-gather that follows it
 #: The reuse-horizon and walk lines, each in the colour of the reason it gives.
 HORIZON, REACH = WHY_COLOURS["reuse distance"], WHY_COLOURS["walk"]
@@ -70,9 +72,9 @@ def _spans(matrix, columns: list[int]) -> list[tuple[float, float]]:
     past its use and the new stretch starts `GAP` later, so that the gap shows."""
     spans: list[tuple[float, float]] = []
     for gathered, released in matrix.held:
-        left, right = _x(columns, gathered), _x(columns, released) + 0.3
+        left, right = _x(columns, gathered), _x(columns, released) + TAIL
         if spans and left < spans[-1][1] + GAP:
-            before = spans[-1][1] - 0.3 + 0.12  # the previous release, drawn just past its use
+            before = spans[-1][1] - TAIL + TIGHT  # the previous release, drawn just past its use
             spans[-1] = (spans[-1][0], before)
             left = max(left, before + GAP)
         spans.append((left, right))
