@@ -218,8 +218,14 @@ def _bars(ax, chart: figures.Chart) -> None:
         lifted = {"xytext": (0, 3), "textcoords": "offset points", "bbox": box}
     scale = max([*bottom, chart.line or 0])
     for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
-        if under_band(chart, top, scale):  # above the top it would sit in the band: inside the bar instead
-            ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, **{**lifted, "xytext": (0, -3)})
+        if under_band(chart, top, scale):  # above the top it would sit in the band: inside the bar, in white
+            inside = {
+                "xytext": (0, -4),
+                "textcoords": "offset points",
+                "color": "white",
+                "fontweight": "bold",
+            }
+            ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, **inside)
         else:
             ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
 
