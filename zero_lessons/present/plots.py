@@ -218,7 +218,7 @@ def _bars(ax, chart: figures.Chart) -> None:
         lifted = {"xytext": (0, 3), "textcoords": "offset points", "bbox": box}
     scale = max([*bottom, chart.line or 0])
     for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
-        if under_band(chart, top, scale):  # above the top it would sit in the band: inside the bar, in white
+        if _under_band(chart, top, scale):  # above the top it would sit in the band: inside the bar, in white
             inside = {
                 "xytext": (0, -4),
                 "textcoords": "offset points",
@@ -230,7 +230,7 @@ def _bars(ax, chart: figures.Chart) -> None:
             ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
 
 
-def under_band(chart: figures.Chart, top: float, scale: float) -> bool:
+def _under_band(chart: figures.Chart, top: float, scale: float) -> bool:
     """Whether a bar's top lies just under `chart.band` (within UNDER_BAND of the axis's `scale`), so that a
     label drawn above it would sit inside the band and read as over the line."""
     return chart.band is not None and chart.band - UNDER_BAND * scale < top < chart.band
