@@ -31,7 +31,7 @@ def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
     zero2, zero3, params, nvme = placements(8)
     assert zero2.held["GPU"] == (
         ("16-bit weights, whole", 16),
-        ("  (2 B × 8 shards)", None),
+        ("  (2Ψ: 2 B × 8 shards)", None),
     )  # 8 shards' worth
     assert params.held["GPU"] == nvme.held["GPU"] == (("no shard kept", 0), ("layers: up as they run", None))
     assert held(zero2.held["host"]) == sum(offload.DEEPSPEED_ZERO2_HOST.values()) == 18
@@ -49,7 +49,7 @@ def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
 
 
 def test_the_whole_weights_scale_with_the_gpus_and_bad_counts_are_refused():
-    assert placements(4)[0].held["GPU"] == (("16-bit weights, whole", 8), ("  (2 B × 4 shards)", None))
+    assert placements(4)[0].held["GPU"] == (("16-bit weights, whole", 8), ("  (2Ψ: 2 B × 4 shards)", None))
     with pytest.raises(ValueError, match="gpus"):
         placements(0)
 

@@ -57,7 +57,7 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
     staging = nvme_buffers.BUFFER_COUNT * nvme_buffers.FP32  # one sub-group: the whole shard by default
     nvme = int(offload.link_bytes(1, 1, Stage.ZERO3, link="nvme"))  # one parameter on one GPU: per element
     shard, layers = (("16-bit weight shard", 2),), (("no shard kept", 0), ("layers: up as they run", None))
-    weights = (("16-bit weights, whole", whole), (f"  (2 B × {gpus} shards)", None))
+    weights = (("16-bit weights, whole", whole), (f"  (2Ψ: 2 B × {gpus} shards)", None))
     return (
         Placement("ZeRO-2, optimizer on the host", {"GPU": weights,
                   "host": _rows(offload.DEEPSPEED_ZERO2_HOST)}, {("GPU", "host"): (DOWN, BACK)}),
