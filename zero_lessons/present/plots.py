@@ -167,6 +167,8 @@ def _mark_gpus(ax, setup: Setup, unit: str) -> None:
 
 #: A bar whose top is this share of the axis or less under the band gets its label inside the bar.
 UNDER_BAND = 0.06
+#: How such a label is drawn: just under the bar's top, white and bold on the bar's colour.
+INSIDE = {"xytext": (0, -4), "textcoords": "offset points", "color": "white", "fontweight": "bold"}
 
 
 def draw(chart: figures.Chart) -> Figure:
@@ -219,13 +221,7 @@ def _bars(ax, chart: figures.Chart) -> None:
     scale = max([*bottom, chart.line or 0])
     for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
         if _under_band(chart, top, scale):  # above the top it would sit in the band: inside the bar, in white
-            inside = {
-                "xytext": (0, -4),
-                "textcoords": "offset points",
-                "color": "white",
-                "fontweight": "bold",
-            }
-            ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, **inside)
+            ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, **INSIDE)
         else:
             ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .. import memory, units
-from ..planning.headroom import HEADROOM
+from ..planning.headroom import HEADROOM, budget
 from ..recipes import custom
 from ..stages import Stage
 from .checkpointing import ADAM
@@ -93,7 +93,7 @@ def _cluster_answers(psi: int, act: int, prices: dict) -> tuple[dict, dict]:
     fewest = min(costs, key=lambda label: costs[label][0])
     blind = memory.min_gpus(psi, CARDS[card][0] * units.GB, Stage.ZERO3)
     no_grads = memory.min_gpus(psi, CARDS[card][0] * units.GB - act, Stage.ZERO3, custom(2, 0, 12))
-    roomy = memory.min_gpus(psi, CARDS[card][0] * units.GB * (1 - HEADROOM) - act, Stage.ZERO3)
+    roomy = memory.min_gpus(psi, budget(CARDS[card][0] * units.GB, HEADROOM) - act, Stage.ZERO3)
     values = dict(card=card, gpus=costs[card][0], cost_per_hour=costs[card][1])
     slips = {
         "card": [("fewest-not-cheapest", fewest), ("cheapest-card-not-cluster", min(prices, key=prices.get))],
