@@ -44,6 +44,13 @@ def test_fsdp2_padding_is_uneven_by_rank_as_the_lab_measures():
     assert [padded - n for n in real] == padding
 
 
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_the_flat_buffer_numbers_the_slices_borders(gpus):
+    ticks = list(lab_figures.plot_flat_buffer(MODEL.sizes, gpus, NAMES).axes[0].get_xticks())
+    part = predict_deepspeed.slice_len(MODEL.param_count, gpus)
+    assert ticks == [rank * part for rank in range(gpus + 1)]  # on 4 ranks: 0, 378, 756, 1,134, 1,512
+
+
 def test_bad_input_names_the_field():
     with pytest.raises(ValueError, match="gpus must be a whole number from 1 to 8, got 9"):
         lab_figures.plot_flat_buffer(MODEL.sizes, 9)

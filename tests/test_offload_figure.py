@@ -24,7 +24,7 @@ def link_bytes(labels) -> tuple[int, int]:
 
 
 def held(place) -> int:
-    return sum(size for _, size in place)
+    return sum(size for _, size in place if size is not None)
 
 
 def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
@@ -44,6 +44,9 @@ def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
     assert held(nvme.held["host"]) == 2 + 2 + 16  # gradients, weights under max_in_cpu, staging buffers
     per_element = offload.link_bytes(10**9, 8, Stage.ZERO3, link="nvme") / (10**9 // 8)
     assert link_bytes(nvme.links["host", "NVMe drive"]) == (per_element, per_element) == (32, 32)
+    assert ("  (at the default sub_group_size)", None) in nvme.held[
+        "host"
+    ]  # the buffers' size is the default's
     staging = dict(nvme.held["host"])["pinned staging buffers"]
     assert staging == nvme_buffers.staging_bytes([10**6]) // 10**6 == 16  # one sub-group
 
@@ -74,5 +77,7 @@ def test_the_figure_can_draw_the_host_rows_or_the_drive_row_alone():
         texts = [t.get_text() for t in fig.axes[0].texts]
         assert [n for n in names if n in texts] == drawn
     assert "NVMe drive" not in [t.get_text() for t in host.axes[0].texts]
+    assert "crosses PCIe per step" in host.texts[0].get_text()  # one link drawn: it is named
+    assert "crosses each link per step" in drive.texts[0].get_text()
     with pytest.raises(ValueError, match="which must be one of"):
         plot_placements(8, "gpu")

@@ -28,8 +28,8 @@ INCLUDES = {
     "and sends over PCIe: more than the design, as its gradients go to the host in fp32; read from its code, "
     "printed by no DeepSpeed function",
     "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
-    "their GiB to decimal GB: an fp32 gradient copy on the GPU when nothing is offloaded, fp32 copies on "
-    "the host, a safety margin; no traffic",
+    "their GiB to decimal GB: on the GPU, the model state left there and, where parameters are gathered, an "
+    "allowance for the largest layer; on the host, fp32 copies and a safety margin; no traffic",
 }
 #: What each offload count includes and where it comes from (the paper's has no offload), as a Markdown table.
 OVERVIEW = tables.markdown(

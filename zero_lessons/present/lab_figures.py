@@ -178,9 +178,11 @@ def plot_flat_buffer(sizes: list[int], gpus: int, names: list[str] | None = None
     ax.set_yticks([gpus + 1, gpus] + [gpus - 1 - r for r in range(gpus)])
     ax.set_yticklabels(["parameters", "rank slices"] + [f"rank {r}: gradients kept" for r in range(gpus)])
     ax.set_xlim(0, flat)
+    ax.set_xticks([rank * part for rank in range(gpus + 1)])  # the slices' borders, numbered
     ax.set_ylim(-0.6, gpus + 2.3)
     ax.set_xlabel(
-        f"position in the flat buffer (elements; {psi:,} real, padded to {flat:,} = a multiple of 2N)\n"
+        f"position in the flat buffer (elements; {psi:,} real, padded to {flat:,} = a multiple of 2N);"
+        " ticks at the slices' borders\n"
         "white lines inside a bar: borders between parameters"
     )
     ax.set_title(f"DeepSpeed stages 1/2 on {gpus} ranks: one flat buffer, cut into equal slices")

@@ -69,7 +69,7 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
         Placement("ZeRO-3, optimizer and parameters set to NVMe (weights kept on the host: max_in_cpu)",
                   {"GPU": layers,
                    "host": (("16-bit gradients", 2), ("16-bit weights", 2),
-                            ("pinned staging buffers", staging)),
+                            ("pinned staging buffers", staging), ("  (at the default sub_group_size)", None)),
                    "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE),
                    ("host", "NVMe drive"): (f"read, written ↔ {nvme} B",)}),
@@ -119,7 +119,8 @@ def plot_placements(gpus: int = 8, which: str = "all") -> Figure:
     ax.set_xlim(-0.1, right + 0.1)  # as wide as the places drawn: no empty drive column
     ax.set_ylim(-0.1, ROW_HEIGHT * len(rows) - 0.05)
     ax.axis("off")
-    title = "Where each offload keeps the state, and what crosses each link per step, by DeepSpeed's code"
+    links = "each link" if wide else "PCIe"
+    title = f"Where each offload keeps the state, and what crosses {links} per step, by DeepSpeed's code"
     unit = f"B: bytes per shard element, one of the Ψ/{gpus} parameters each GPU owns; ↓ GPU to host, ↑ back"
     lines = [title, unit] if wide else [*textwrap.wrap(title, 70), *textwrap.wrap(unit, 70)]
     fig.suptitle("\n".join(lines), fontsize=8.5, y=0.995)
