@@ -171,7 +171,10 @@ def test_the_lowest_offload_that_leaves_the_headroom_is_the_choice():
     assert bare.needs[Stage.ZERO3] == 32 * GB
     assert "ZeRO-3 with optimizer offload: 5.75 GB per GPU before the gathered layers" in str(bare)
     pick = advise(7_500_000_000, 4, "16GB", cpu_memory="256GB", activations="2GB")
-    assert (pick.stage, pick.offload, pick.warnings) == (Stage.ZERO3, "optimizer", ())
+    assert (pick.stage, pick.offload) == (Stage.ZERO3, "optimizer")  # its one warning: the whole 15 GB model
+    assert [w.split(":")[0] for w in pick.warnings] == [
+        "build the model inside deepspeed.zero.Init, which is code, not a config key"
+    ]
     assert not any("would fit with only" in r for r in pick.reasons)  # ZeRO-2's 17 GB does not fit at all
 
 
@@ -187,8 +190,11 @@ def test_stage_3_host_figures_assume_zero_init_and_say_so():
         bare = offload.deepspeed_host(setup, 3, what, 8, zero_init=False)
         assert bare == 4 * 70 * 10**9 * 8 * 3 // 2 == 3360 * GB
     assert "zero.Init" not in json.dumps(pick.ds_config())  # the config cannot say it
-    roomy = advise(70 * 10**9, 8, "24GB", cpu_memory="4TB")  # 3,360 GB fits too: nothing to warn about
-    assert not any("zero.Init" in w for w in roomy.warnings)
+    roomy = advise(70 * 10**9, 8, "24GB", cpu_memory="4TB")  # 3,360 GB fits too: the host needs no zero.Init,
+    (gpu,) = [w for w in roomy.warnings if "zero.Init" in w]  # but each 24 GB GPU still does
+    assert "host" not in gpu and gpu.endswith(
+        "the whole 16-bit model, 140 GB, onto each GPU, more than its 24 GB"
+    )
 
 
 def test_advice_says_which_ranking_it_follows():
@@ -477,6 +483,30 @@ def test_the_zero_init_warning_says_when_the_whole_model_would_not_fit_a_card():
     show = lambda n: f"{n / 10**9:g} GB"  # noqa: E731
     assert host_check._whole_model(Setup(7_500_000_000, 8, gpu_memory="80GB"), show) == ""
     assert host_check._whole_model(Setup(7_500_000_000, 8), show) == ""  # no card size: nothing to compare
+
+
+def test_a_stage_3_pick_says_when_the_whole_model_needs_zero_init_on_the_gpu():
+    """Without zero.Init DeepSpeed's engine moves the whole 16-bit model onto each GPU before partitioning it:
+    a stage-3 pick, offloaded or not, warns when that is more than the headroom leaves, and says whether it
+    passes the card itself; no warning when the card holds it with room, nor for a lower stage."""
+
+    def gpu_warnings(pick):
+        return [w for w in pick.warnings if w.startswith("build the model inside deepspeed.zero.Init")]
+
+    tight = advise(7_500_000_000, 12, "12GB")  # stage 3: 10 GB of model state, 15 GB whole
+    assert tight.stage is Stage.ZERO3 and gpu_warnings(tight)[0].endswith(
+        "15 GB, onto each GPU, more than its 12 GB"
+    )
+    offloaded = advise(7_500_000_000, 8, "16GB", cpu_memory="512GB")
+    assert offloaded.offload == "optimizer" and gpu_warnings(offloaded)[0].endswith(
+        "more than the 14.4 GB that 10% headroom leaves of 16 GB"
+    )
+    assert gpu_warnings(advise(7_500_000_000, 8, "24GB")) == []  # 15 GB under 21.6 GB
+    assert (
+        advise(7_500_000_000, 8, "32GB").stage is Stage.ZERO2
+        and gpu_warnings(advise(7_500_000_000, 8, "32GB")) == []
+    )
+    assert gpu_warnings(advise(7_500_000_000, 8, "16GB", cpu_memory="512GB", headroom=0)) == []  # 15 ≤ 16
 
 
 def test_host_bytes_per_parameter_say_when_they_add_up_over_nodes():

@@ -39,7 +39,9 @@ class Advice:
     activations: Fraction  #: activation bytes per GPU, the same under every stage
     reasons: tuple[str, ...]  #: sentences with the numbers, for a reader
     offload: str = "none"  #: "none", "optimizer" or "optimizer+parameters"
-    warnings: tuple[str, ...] = ()  #: thin headroom (by the paper's or DeepSpeed's count), activations at 0
+    warnings: tuple[
+        str, ...
+    ] = ()  #: thin headroom (by the paper's or DeepSpeed's count), activations at 0, zero.Init
     headroom: Fraction = HEADROOM  #: the share of each GPU the choice had to leave free (0: the bare rule)
     ranking: str = RANKING  #: the ranking of stages this advice follows, at length
     ranking_line: str = RANKING_LINE  #: the same in one line, as the text answer ends
@@ -177,6 +179,7 @@ def choose(
     warnings = (
         *(() if stage is None else room.warning(needs[stage], gpu_memory, "per GPU", show, higher)),
         *room.estimator_warning(setup, stage, act, share, show),
+        *room.whole_model_warning(setup, stage, share, show),
         *(() if act else (NO_ACTIVATIONS,)),
     )
     return Advice(stage, rule, needs, gpu_memory, act, tuple(reasons), warnings=warnings, headroom=share)
@@ -250,15 +253,18 @@ def _offload(
         reasons.append(f"what would help: {helps}{'or ' if helps else ''}a smaller model or batch")
         blocker = "" if cpu is None else why
         return advice(None, "does-not-fit", reasons=tuple(reasons), warnings=tail, blocker=blocker)
-    warnings = _offload_warnings(setup, found, plans[at + 1 :], cpu, per_node, show) + tail
+    warnings = _offload_warnings(setup, found, plans[at + 1 :], (cpu, per_node, share), show) + tail
     return advice(
         found[0].stage, "offload", reasons=tuple(reasons), offload=found[0].offload, warnings=warnings
     )
 
 
-def _offload_warnings(setup: Setup, found, later, cpu: Fraction, per_node: int, show) -> tuple[str, ...]:
-    """Thin headroom on the GPU (naming a `later` plan with room) and on the host, and zero.Init's caveat."""
-    plan, ds_host = found
+def _offload_warnings(setup: Setup, found, later, host: tuple, show) -> tuple[str, ...]:
+    """Thin headroom on the GPU (naming a `later` plan with room) and on the host, and zero.Init's caveat:
+    the host's (which names the GPU's too when the whole model does not fit a card), else the GPU's alone.
+    `host` is (host memory per node, GPUs per node, the headroom share)."""
+    (plan, ds_host), (cpu, per_node, share) = found, host
+    zero_init = host_check.zero_init_warning(setup, plan, cpu, per_node, show)
     roomier = [
         (f"{p.stage.label} with {p.offload} offload", p.gpu)
         for p in later
@@ -267,7 +273,7 @@ def _offload_warnings(setup: Setup, found, later, cpu: Fraction, per_node: int, 
     return (
         *room.warning(plan.gpu, setup.gpu_memory, "per GPU", show, roomier),
         *room.warning(Fraction(max(plan.host, ds_host)), cpu, "of host memory per node", show),
-        *filter(None, [host_check.zero_init_warning(setup, plan, cpu, per_node, show)]),
+        *((zero_init,) if zero_init else room.whole_model_warning(setup, plan.stage, share, show)),
     )
 
 

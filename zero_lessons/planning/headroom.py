@@ -84,6 +84,27 @@ def warning(need: Fraction, capacity: Fraction, where: str, show: Show, options=
     )
 
 
+def whole_model_warning(setup: Setup, stage: Stage | None, share: Fraction, show: Show) -> tuple[str, ...]:
+    """For a stage-3 pick, a warning when the whole 16-bit model, which DeepSpeed's engine moves onto each GPU
+    before partitioning it unless the script builds the model inside deepspeed.zero.Init, leaves under `share`
+    of the card free (or does not fit it at all)."""
+    if stage is not Stage.ZERO3 or setup.gpu_memory is None:
+        return ()
+    card, whole = setup.gpu_memory, setup.recipe.weight_bytes * setup.params
+    limit = budget(card, share)
+    if whole <= limit:
+        return ()
+    than = (
+        f"its {show(card)}"
+        if whole > card
+        else f"the {show(limit)} that {percent(share)}% headroom leaves of {show(card)}"
+    )
+    return (
+        "build the model inside deepspeed.zero.Init, which is code, not a config key: without it DeepSpeed's "
+        f"engine first moves the whole 16-bit model, {show(whole)}, onto each GPU, more than {than}",
+    )
+
+
 def thin_offload(
     setup: Setup, act: Fraction, host: Fraction, per_node: int, share: Fraction, show: Show, stop: int
 ) -> list[str]:
