@@ -5,10 +5,8 @@ Each bar is the planning model's bytes at that phase, stacked by kind (the paper
 the step's buffers above); a black marker is what the busiest rank measured there, and a dashed box on the
 bar, where given, is how far above the model the measurement may be. A stretch the model has no phase for,
 the loss, may get a column of its own with a hollow marker. Grey bands mark the boundaries between passes,
-where no activations are live (only the model state, gradients once the backward pass has made them, and
-buckets a framework keeps); a dashed line marks the model's peak, and a triangle on it the peak's bar, so a
-long step's peak can be found without a label. The figure is a view of numbers computed elsewhere:
-`Panel.heights` and `Panel.labels` give them without drawing, so tests and other renderers read the same.
+where no activations are live; a dashed line marks the model's peak, and a triangle on it the peak's bar. The
+figure is a view of numbers computed elsewhere: `Panel.heights` and `Panel.labels` give them without drawing.
 """
 
 from __future__ import annotations
@@ -267,14 +265,16 @@ def _draw_bars(ax, panel: Panel, unit: str) -> list[float]:
     bottom = [0.0] * len(t.phases)
     for kind, row in panel.heights(unit).items():
         heights = [float(h) for h in row]
-        ax.bar(x, heights, 0.72, bottom=bottom, color=KIND_COLOURS[kind], zorder=2, gid=kind)
+        shown = [i for i, h in enumerate(heights) if h]  # an empty part draws no rectangle (faster)
+        ax.bar([x[i] for i in shown], [heights[i] for i in shown], 0.72, bottom=[bottom[i] for i in shown],
+               color=KIND_COLOURS[kind], zorder=2, gid=kind)  # fmt: skip
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     if panel.tolerance is not None:
         room = [float(v / size) for v in panel.tolerance]
         box = {"fill": False, "edgecolor": "#444444", "lw": 0.6, "ls": (0, (2, 1))}
         drawn = [i for i, r in enumerate(room) if r]  # a boundary allows nothing: no box
-        bars = ([x[i] for i in drawn], [room[i] for i in drawn], [bottom[i] for i in drawn])
-        ax.bar(bars[0], bars[1], 0.72, bottom=bars[2], zorder=2, gid="tolerance", **box)
+        ax.bar([x[i] for i in drawn], [room[i] for i in drawn], 0.72, bottom=[bottom[i] for i in drawn],
+               zorder=2, gid="tolerance", **box)  # fmt: skip
         bottom = [b + r for b, r in zip(bottom, room, strict=True)]
     if panel.measured is not None:
         measured = [float(v / size) for v in panel.measured]
