@@ -39,9 +39,7 @@ class Advice:
     activations: Fraction  #: activation bytes per GPU, the same under every stage
     reasons: tuple[str, ...]  #: sentences with the numbers, for a reader
     offload: str = "none"  #: "none", "optimizer" or "optimizer+parameters"
-    warnings: tuple[
-        str, ...
-    ] = ()  #: thin headroom (by the paper's or DeepSpeed's count), activations at 0, zero.Init
+    warnings: tuple[str, ...] = ()  #: thin headroom (by either count), activations at 0, zero.Init
     headroom: Fraction = HEADROOM  #: the share of each GPU the choice had to leave free (0: the bare rule)
     ranking: str = RANKING  #: the ranking of stages this advice follows, at length
     ranking_line: str = RANKING_LINE  #: the same in one line, as the text answer ends

@@ -90,7 +90,7 @@ def whole_model_warning(setup: Setup, stage: Stage | None, share: Fraction, show
     of the card free (or does not fit it at all)."""
     if stage is not Stage.ZERO3 or setup.gpu_memory is None:
         return ()
-    card, whole = setup.gpu_memory, setup.recipe.weight_bytes * setup.params
+    card, whole = setup.gpu_memory, host_check.whole_model(setup)
     limit = budget(card, share)
     if whole <= limit:
         return ()

@@ -121,10 +121,16 @@ def zero_init_warning(setup: Setup, plan: offload.Plan, host: Fraction, per_node
     )
 
 
+def whole_model(setup: Setup) -> Fraction:
+    """The whole 16-bit model's bytes, which DeepSpeed's engine moves onto each GPU before partitioning it
+    unless the training script builds the model inside deepspeed.zero.Init."""
+    return Fraction(setup.recipe.weight_bytes * setup.params)
+
+
 def _whole_model(setup: Setup, show: Show) -> str:
     """What building without zero.Init costs each GPU: the whole 16-bit model, moved there before DeepSpeed
     partitions it; said when it is more than the card holds."""
-    whole = setup.recipe.weight_bytes * setup.params
+    whole = whole_model(setup)
     if setup.gpu_memory is None or whole <= setup.gpu_memory:
         return ""
     card = show(setup.gpu_memory)
