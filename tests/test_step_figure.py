@@ -516,16 +516,17 @@ def test_a_floor_starts_every_y_axis_above_zero_and_must_stay_below_the_top():
         plot_step([panel], "B", floor=-1)
 
 
-def test_a_floored_legend_names_only_the_kinds_that_reach_above_the_floor():
-    """Below the floor the reader sees no colour, so the legend has no entry for a kind held only there: a
-    floor just above the weights (the bottom of every bar) drops them, and a floor at 0 keeps them."""
+def test_a_floored_legend_says_which_model_state_lies_under_the_floor():
+    """Below the floor the reader sees no colour: a floor just above the weights (the bottom of every bar)
+    names them "under the cut", so the reader knows they are there; a floor at 0 names them plainly."""
     panel = Panel("ZeRO-2", timeline(TINY, DeepSpeed(stage=2), 2))
     weights = max(panel.heights("B")["weights"])
     names = [
         t.get_text() for t in plot_step([panel], "B", floor=float(weights) * 1.01).legends[0].get_texts()
     ]
-    assert "weights" not in names and "optimizer state" in names
-    assert "weights" in [t.get_text() for t in plot_step([panel], "B").legends[0].get_texts()]
+    assert "weights" not in names and "weights (under the cut)" in names and "optimizer state" in names
+    plain = [t.get_text() for t in plot_step([panel], "B").legends[0].get_texts()]
+    assert "weights" in plain and not any("under the cut" in name for name in plain)
 
 
 def test_a_floor_draws_what_grows_under_it_on_top_and_writes_what_stays_hidden():

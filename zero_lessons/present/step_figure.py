@@ -208,7 +208,7 @@ def plot_step(
     apply_floor(fig, axes, panels, bottom, unit)
     if bottom and shown is None:
         shown = frozenset().union(*(above(p, unit, bottom) for p in panels), {"loss"}), True
-    legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown, peak_mark)
+    legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown, peak_mark, bottom)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")
     fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / height), h_pad=0.5)

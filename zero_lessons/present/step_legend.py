@@ -60,13 +60,14 @@ def _peak_name(panels, peak_mark: bool = True) -> str:
 
 
 def legend(
-    fig: Figure, panels, unit: str, top: float, shown: Shown | None = None, peak_mark: bool = True
+    fig: Figure, panels, unit: str, top: float, shown: Shown | None = None, peak_mark: bool = True, cut=0.0
 ) -> None:
     """One legend above the panels, in columns under three headings: the kinds of model state drawn, the
     step's buffers drawn, then the markers, the bands and the peak line (with its triangle where
     `peak_mark`). `shown` (kinds, boundaries), for a figure of only some columns, keeps to the kinds it draws
-    and drops the band where it shows none."""
-    handles, names = _entries(panels, unit, shown, peak_mark)
+    and drops the band where it shows none; with a y axis `cut` (in `unit`), a kind of model state wholly
+    under it keeps its entry, named as under the cut."""
+    handles, names = _entries(panels, unit, shown, peak_mark, cut)
     legend = fig.legend(
         handles,
         names,
@@ -84,12 +85,14 @@ def legend(
             text.set_fontweight("bold")
 
 
-def _entries(panels, unit: str, shown: Shown | None = None, peak_mark: bool = True) -> tuple[list, list[str]]:
+def _entries(
+    panels, unit: str, shown: Shown | None = None, peak_mark: bool = True, cut=0.0
+) -> tuple[list, list]:
     """The legend's handles and names, column by column: each group's heading, then its entries,
     `LEGEND_DEPTH` to a column; a group's further columns have a blank heading, a short column blank rows."""
     blank = plt.Line2D([], [], ls="none")
     handles, names = [], []
-    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit, shown, peak_mark), strict=True):
+    for heading, entries in zip(LEGEND_GROUPS, _groups(panels, unit, shown, peak_mark, cut), strict=True):
         for start in range(0, len(entries), LEGEND_DEPTH):
             column = entries[start : start + LEGEND_DEPTH]
             column += [(blank, "")] * (LEGEND_DEPTH - len(column))
@@ -98,15 +101,19 @@ def _entries(panels, unit: str, shown: Shown | None = None, peak_mark: bool = Tr
     return handles, names
 
 
-def _groups(panels, unit: str, shown: Shown | None = None, peak_mark: bool = True) -> tuple[list, list, list]:
-    """(handle, name) pairs of each legend group: the model states drawn, the buffers drawn, the marks."""
+def _groups(panels, unit: str, shown: Shown | None = None, peak_mark: bool = True, cut=0.0) -> tuple:
+    """(handle, name) pairs of each legend group: the model states drawn (or, with a `cut`, wholly under it),
+    the buffers drawn, the marks."""
     kinds_shown, boundaries = shown if shown is not None else (set(STACK), True)
-    drawn = [k for k in STACK if k in kinds_shown and any(k in p.heights(unit) for p in panels)]
+    present = [k for k in STACK if any(k in p.heights(unit) for p in panels)]
+    under = {k for k in present if cut and k in STACK[:3] and k not in kinds_shown}
+    drawn = [k for k in present if k in kinds_shown or k in under]
     lifted = {k for p in panels for k in p.on_top}  # drawn out of place: the legend says so
     kinds = [
-        (plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]), KIND_NAMES[k] + " (on top)" * (k in lifted))
+        (plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]),
+         KIND_NAMES[k] + " (on top)" * (k in lifted) + " (under the cut)" * (k in under))
         for k in drawn
-    ]
+    ]  # fmt: skip
     states = [entry for entry, k in zip(kinds, drawn, strict=True) if k in STACK[:3]]
     buffers = [entry for entry, k in zip(kinds, drawn, strict=True) if k not in STACK[:3]]
     marks = []
