@@ -32,7 +32,16 @@ from zero_lessons import (
     units,
 )
 from zero_lessons.explorer import views
-from zero_lessons.planning import activations, advice, counts, ds_config, ds_estimator, offload, offload_step
+from zero_lessons.planning import (
+    activations,
+    advice,
+    counts,
+    ds_config,
+    ds_estimator,
+    offload,
+    offload_step,
+    step_check,
+)
 from zero_lessons.present import figures, html, plots, svg, table
 from zero_lessons.workshop import QUESTIONS, sheets
 
@@ -275,6 +284,15 @@ SPECS = {
     "memory.min_gpus": (
         memory.min_gpus,
         {"params": arg(PARAMS), "gpu_memory": arg(MEMORY), "stage": arg(STAGE), "recipe": arg(RECIPE)},
+    ),
+    "step_check.extra": (step_check.extra, {"params": arg(PARAMS), "gpus": arg(GPUS), "stage": arg(STAGE)}),
+    "step_check.at_step": (
+        step_check.at_step,
+        {"params": arg(PARAMS), "gpus": arg(GPUS), "stage": arg(STAGE)},
+    ),
+    "step_check.fewest_gpus": (
+        step_check.fewest_gpus,
+        {"params": arg(PARAMS), "card": arg(MEMORY), "stage": arg(STAGE)},
     ),
     "memory.breakdown": (memory.breakdown, {"setup": arg(st.just(SETUP)), "stage": arg(STAGE)}),
     "memory.per_stage": (memory.per_stage, {"setup": arg(st.just(SETUP))}),
@@ -921,6 +939,7 @@ def test_every_public_function_is_fuzzed():
         offload,
         offload_step,
         plots,
+        step_check,
         recipes,
         simulate,
         stages,
