@@ -14,39 +14,46 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .. import checks, memory, units
+from ..recipes import MIXED_ADAM, custom
 from ..stages import Stage, StageLike, as_stage
 from ..units import Size
+from .step_knobs import DeepSpeed
 
-#: Bytes per parameter of a GPU's gradient shard that DeepSpeed's optimizer step adds: a flat 16-bit copy and
-#: its fp32 cast.
-DEEPSPEED_COPIES = 2 + 4
-#: DeepSpeed's stage-3 gradient bucket in bytes: `reduce_bucket_size`'s default, 5 × 10⁸ elements, in 16 bits.
-STAGE3_BUCKET = 2 * 5 * 10**8
-#: Bytes per parameter that DDP with PyTorch's default Adam adds at the step: its buckets (2) and √v (4).
-DDP_EXTRA = 2 + 4
+#: Bytes per parameter the optimizer step adds: under DeepSpeed, per parameter of the GPU's gradient shard, a
+#: flat 16-bit copy and its fp32 cast (2 + 4); under DDP, per parameter, its buckets (2) and √v (4).
+STEP_EXTRA = 2 + 4
+#: DeepSpeed's stage-3 gradient bucket in bytes: its default `reduce_bucket_size` in 16 bits (1 GB).
+STAGE3_BUCKET = 2 * DeepSpeed().reduce_bucket_size
+#: Mixed-precision Adam at its optimizer step, as a recipe: the step's extra bytes counted with the optimizer
+#: state, so that they are split where it is (DeepSpeed's stages 1 to 3) and kept whole where it is (stage 0).
+AT_STEP = custom(
+    MIXED_ADAM.weight_bytes,
+    MIXED_ADAM.grad_bytes,
+    MIXED_ADAM.optimizer_bytes + STEP_EXTRA,
+    name="mixed-adam at its optimizer step",
+)
+
+
+def _bucket(stage: Stage) -> int:
+    """What no GPU count divides beyond the recipe: stage 3's gradient bucket, held from start-up."""
+    return STAGE3_BUCKET if stage is Stage.ZERO3 else 0
+
+
+def at_step(params: int, gpus: int, stage: StageLike) -> Fraction:
+    """Bytes a GPU holds at its optimizer step: the model state with the step's copies (`AT_STEP`), and at
+    stage 3 its gradient bucket."""
+    stage = as_stage(stage)
+    return memory.per_gpu(params, gpus, stage, AT_STEP).total + _bucket(stage)
 
 
 def extra(params: int, gpus: int, stage: StageLike) -> Fraction:
     """What a GPU holds at its optimizer step beyond the paper's model state, in bytes: 6Ψ under DDP
     (stage 0), 6Ψ/N under DeepSpeed, and at stage 3 its gradient bucket too."""
-    params, gpus, stage = checks.params(params), checks.gpus(gpus), as_stage(stage)
-    if stage is Stage.DP:
-        return Fraction(DDP_EXTRA * params)
-    return Fraction(DEEPSPEED_COPIES * params, gpus) + (STAGE3_BUCKET if stage is Stage.ZERO3 else 0)
-
-
-def at_step(params: int, gpus: int, stage: StageLike) -> Fraction:
-    """Bytes a GPU holds at its optimizer step: the paper's model state under `stage` plus `extra`."""
-    return memory.per_gpu(params, gpus, stage).total + extra(params, gpus, stage)
+    return at_step(params, gpus, stage) - memory.per_gpu(params, gpus, stage).total
 
 
 def fewest_gpus(params: int, card: Size, stage: StageLike) -> int | None:
     """Fewest GPUs on which `at_step` is within `card` bytes, the whole card; None when no count suffices."""
     params, card, stage = checks.params(params), units.as_bytes("card", card), as_stage(stage)
-    kept, split = memory.kept_and_split(stage)
-    whole = kept * params + (STAGE3_BUCKET if stage is Stage.ZERO3 else 0)  # what no GPU count divides
-    if stage is Stage.DP:
-        return 1 if whole + DDP_EXTRA * params <= card else None
-    if whole >= card:
-        return None
-    return max(1, memory.ceil_div((split + DEEPSPEED_COPIES) * params, card - whole))
+    room = card - _bucket(stage)
+    return memory.min_gpus(params, room, stage, AT_STEP) if room > 0 else None
