@@ -13,7 +13,6 @@ from fractions import Fraction
 from .. import checks, memory, units
 from ..communication import StepTraffic
 from ..inputs import Setup
-from ..planning.headroom import budget
 from ..stages import STATES, Stage
 from .table import StageTable
 
@@ -99,7 +98,8 @@ def stage_bars(table: StageTable, activations: Fraction | int = 0, headroom: Fra
         labels=tuple(units.format_number(units.in_unit(row.held.total + act, unit)) for row in table.rows),
         line=None if limit is None else float(units.in_unit(limit, unit)),
         line_label="memory per GPU",
-        band=float(units.in_unit(budget(limit, share), unit)) if share else None,
+        # planning.headroom.budget's rule, written out: importing it would load the planning package with this
+        band=float(units.in_unit(limit * (1 - share), unit)) if share else None,
         band_label=f"keeping {units.format_number(100 * share, 1)}% free" if share else "",
     )
 
