@@ -169,7 +169,11 @@ def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_b
     assert [t.get_text() for t in rows.get_yticklabels()][-2:] == ["linear 1 bias", "linear 1 weight"]
     columns = [t.get_text() for t in rows.get_xticklabels()]
     assert len(columns) == look.matrices[0].backward + 1 and columns[:3] == ["start", "linear 1", "relu 1"]
-    assert columns[-2:] == ["relu 1", "linear 1"] and columns.count("·") == 0
+    assert columns[-2:] == ["bwd relu 1", "bwd linear 1"] and columns.count("·") == 0
+    loss = columns.index("the loss")  # every name after it is the backward pass's, and says so
+    assert all(c.startswith("bwd ") for c in columns[loss + 1 :]) and not any(
+        "bwd" in c for c in columns[:loss]
+    )
     assert "·" not in rows.get_xlabel() and "·" in plot_lookahead(look, every_place=True).axes[1].get_xlabel()
     assert [t.get_text() for t in fig.axes[0].texts] == ["4,192 as the loss runs"]
     with pytest.raises(TypeError, match="every_place must be"):
@@ -184,7 +188,7 @@ def test_mark_shades_the_first_column_of_that_name_on_both_panels_and_names_it()
     fig = plot_lookahead(look, every_place=True, between=between, mark="relu 3")
     columns = [t.get_text() for t in fig.axes[1].get_xticklabels()]
     first = columns.index("relu 3")
-    assert columns.count("relu 3") == 2 and first < columns.index("the loss")
+    assert columns.count("relu 3") == columns.count("bwd relu 3") == 1 and first < columns.index("the loss")
     for axis in fig.axes:
         shaded = [p for p in axis.patches if matplotlib.colors.to_hex(p.get_facecolor()) == MARK_COLOUR]
         assert len(shaded) == 1

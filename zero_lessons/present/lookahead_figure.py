@@ -195,7 +195,8 @@ def _mark(top, ax, labels: list[str], mark: str) -> None:
 def _labels(look: Lookahead, columns: list[int], between: Sequence[str]) -> tuple[list[str], list[str]]:
     """Each row's label (its module's name, with "weight" or "bias" where the module has both) and each
     column's: the module used there, the loss, the step's start, a step named in `between` (those after
-    each module but the last, in forward order), or "·" for another step without weights."""
+    each module but the last, in forward order), or "·" for another step without weights; names after the
+    loss start "bwd "."""
     rows, place = [], {0: "start", look.loss: "the loss"}
     count = look.loss // 2  # modules with weights: `trace` puts the loss after their 2·count places
     for k, name in enumerate(between[: count - 1]):
@@ -205,7 +206,8 @@ def _labels(look: Lookahead, columns: list[int], between: Sequence[str]) -> tupl
         part = f" {('weight', 'bias')[both.index(m)]}" if len(both) == 2 else ""
         rows.append(look.name(m.module) + part)
         place |= {m.forward: look.name(m.module), m.backward: look.name(m.module)}
-    return rows, [place.get(c, "·") for c in columns]
+    backward = {c: "bwd " for c in columns if c > look.loss and c in place}  # the backward pass's names
+    return rows, [backward.get(c, "") + place.get(c, "·") for c in columns]
 
 
 def plot_lookahead(
