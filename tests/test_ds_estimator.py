@@ -170,8 +170,8 @@ def test_explained_terms_add_up_to_every_line(params, per_node, nodes, factor):
 
 
 def test_explained_worked_numbers_for_the_article_model():
-    # Lesson 06's numbers: 7.5 B parameters, one node of 8 GPUs, the largest layer a 50,257 × 4,096 embedding.
-    layer = 50_257 * 4_096
+    # Lesson 06's numbers: 7.5 B parameters, one node of 8 GPUs, the largest layer a 50,257 × 4,352 embedding.
+    layer = 50_257 * 4_352
     offloaded, plain = ds_estimator.explain_zero2(PSI, 8).lines
     assert [t.nbytes for t in offloaded[1]] == [2 * PSI]  # ZeRO-2 offload keeps only the fp16 weights: 2Ψ
     assert offloaded[0].line().split("|")[1].strip() == "13.97GB"
