@@ -154,20 +154,20 @@ def test_the_forward_walk_at_max_reuse_distance_0_keeps_only_the_layer_whose_bac
     walk = gather_figure.forward_walk(MODEL.layers, report.stage3_knobs("ds_zero3_reuse0"), NAMES)
     assert walk.grid() == [
         list(gather_figure.WALK_HEAD),
-        ["start", "0", "500", "W0, b0, W1", "L1 (forward)", "—"],
-        ["L0", "1,320", "0", "—", "L1 (forward)", "releases W0, b0"],
-        ["act", "900", "100", "b1, W2", "L2 (forward)", "—"],
-        ["L1", "1,080", "0", "—", "L2 (forward)", "releases W1, b1"],
-        ["act", "150", "500", "b2, W1", "L1 (backward)", "—"],
-        ["L2", "1,055", "0", "—", "L1 (backward)", "keeps W2, b2"],
-    ]  # room = min(500, 1,000 − gathered), as section 7 of lesson 09 writes it
+        ["start", "0", "500", "W0, b0, W1", "1,320", "L1 (forward)", "—"],
+        ["L0", "1,320", "0", "—", "1,320", "L1 (forward)", "releases W0, b0"],
+        ["act", "900", "100", "b1, W2", "1,080", "L2 (forward)", "—"],
+        ["L1", "1,080", "0", "—", "1,080", "L2 (forward)", "releases W1, b1"],
+        ["act", "150", "500", "b2, W1", "1,055", "L1 (backward)", "—"],
+        ["L2", "1,055", "0", "—", "1,055", "L1 (backward)", "keeps W2, b2"],
+    ]  # room = min(500, 1,000 − gathered), as lesson 09 writes it; after the prefetch, + its sizes
     whole = gather_figure.forward_walk(
         MODEL.layers, report.stage3_knobs("ds_zero3_reuse0"), NAMES, whole=True
     )
     assert whole.grid()[: len(walk.grid())] == walk.grid() and len(whole.rows) == 2 * len(walk.rows)
     backward = whole.grid()[len(walk.grid()) :]  # loss, then L2 back to L0: L0 and L1 gathered again
     assert [line[3] for line in backward] == ["—", "—", "b1, W0", "—", "b0", "—"]
-    assert [line[5] for line in backward if line[0].startswith("L")] == [
+    assert [line[6] for line in backward if line[0].startswith("L")] == [
         "releases W2, b2",
         "releases W1, b1",
         "releases W0, b0",
@@ -187,7 +187,7 @@ def test_the_forward_walk_names_gathers_on_demand():
         "—",
         "on demand: W2, b2",
     ]
-    assert [line[5] for line in walk.grid()[1:] if line[0].startswith("L")] == [
+    assert [line[6] for line in walk.grid()[1:] if line[0].startswith("L")] == [
         "keeps W0, b0",
         "keeps W1, b1",
         "keeps W2, b2",

@@ -100,14 +100,22 @@ def plot_gathers(modules, settings: dict[str, tuple[int, int, int]], names: list
     return fig
 
 
-WALK_HEAD = ("module", "gathered", "room", "prefetched", "the walk has reached", "after the module runs")
+WALK_HEAD = (
+    "module",
+    "gathered",
+    "room",
+    "prefetched",
+    "gathered after the prefetch",
+    "the walk has reached",
+    "after the module runs",
+)
 
 
 @dataclass(frozen=True, repr=False)
 class ForwardWalk:
     """Stage 3's forward pass (or whole step), module by module: the elements gathered as its walk starts, the
-    prefetcher's room, what it gathers, the farthest use its walk has reached, and which used tensors are
-    released or kept."""
+    prefetcher's room, what it gathers and the elements gathered then, the farthest use its walk has reached,
+    and which used tensors are released or kept."""
 
     rows: tuple[tuple[str, ...], ...]  #: one per module, as `WALK_HEAD` names the columns
 
@@ -116,7 +124,7 @@ class ForwardWalk:
         return [list(WALK_HEAD), *map(list, self.rows)]
 
     def _repr_markdown_(self) -> str:
-        return tables.markdown(self.grid(), ["---", "--:", "--:", "---", "---", "---"])
+        return tables.markdown(self.grid(), ["---", "--:", "--:", "---", "--:", "---", "---"])
 
     def __repr__(self) -> str:
         return "\n".join("  ".join(line) for line in self.grid())
@@ -127,6 +135,7 @@ def forward_walk(modules, knobs: tuple[int, int, int], names: list[str], whole: 
     `knobs` (prefetch bucket, live limit, max reuse distance), which tensors each module's walk gathers and
     how far it has looked ahead."""
     labels = module_labels(modules)
+    sizes = [n for module in modules for n in module]  # each tensor's elements, as `names` lists them
     middle = ds_traffic.loss_entry(len(modules))  # the loss; backward follows it
     reached = -1
 
@@ -146,6 +155,7 @@ def forward_walk(modules, knobs: tuple[int, int, int], names: list[str], whole: 
                 f"{v.gathered:,}",
                 f"{v.room:,}",
                 "; ".join(gathers) or "—",
+                f"{v.gathered + sum(sizes[i] for i in v.prefetched):,}",
                 f"{labels[reached]} ({side})" if reached >= 0 else "—",
                 "; ".join(after) or "—",
             )
