@@ -179,7 +179,7 @@ def test_the_advice_leaves_ten_percent_free_and_says_what_it_passed_over():
     free = 24 * GB - (16 * SMALL.params + activation_bytes(SMALL, "full"))  # data parallel: 16 bytes/param
     assert round(free / GB, 3) == 0.308 and round(100 * free / (24 * GB), 1) == 1.3
     assert (
-        "data parallel would fit with only 0.308 GB (1.3%) free: under 10%, too little for the CUDA context, "
+        "data parallel would leave only 0.308 GB (1.3%) free: under 10%, too little for the CUDA context, "
         "buffers and at least part of a step's transient peaks (lesson 10); pass headroom=0 (--headroom 0) "
         "for the article's bare rule"
     ) in pick.reasons
@@ -190,7 +190,7 @@ def test_headroom_zero_is_the_articles_bare_rule():
     """headroom=0 gives the old pick, data parallel, and the thin-headroom warning naming ZeRO-1."""
     bare = advise_model(SMALL, 8, "24GB", recompute="full", headroom=0)
     assert (bare.stage, bare.rule) == (Stage.DP, "replicate")
-    assert not any("would fit with only" in r for r in bare.reasons)
+    assert not any("would leave only" in r for r in bare.reasons)
     (warning,) = bare.warnings
     assert warning.startswith("only 0.308 GB of 24 GB per GPU is left free, under 10%")
     assert warning.endswith("; ZeRO-1 would leave 14.072 GB free")
@@ -218,9 +218,7 @@ def test_the_headroom_moves_the_pick():
     """7.5 B on 8 x 30 GB: ZeRO-2's 28.125 GB leaves 6.25% free. Enough for 5%, not for the default 10%."""
     pick = advise(7_500_000_000, 8, "30GB")
     assert (pick.stage, pick.rule) == (Stage.ZERO3, "stage-3-or-more-gpus")
-    assert any(
-        r.startswith("ZeRO-2 would fit with only 1.875 GB (6.3%) free: under 10%") for r in pick.reasons
-    )
+    assert any(r.startswith("ZeRO-2 would leave only 1.875 GB (6.3%) free: under 10%") for r in pick.reasons)
     for share in (0, "5%", 0.05):
         lower = advise(7_500_000_000, 8, "30GB", headroom=share)
         assert (lower.stage, lower.rule) == (Stage.ZERO2, "partition-optimizer")
@@ -228,7 +226,7 @@ def test_the_headroom_moves_the_pick():
     stricter = advise(7_500_000_000, 8, "80GB", headroom="50%")  # ZeRO-1's 41.25 GB of 80 GB leaves 48%
     assert (
         stricter.stage == Stage.ZERO2
-        and "ZeRO-1 would fit with only 38.75 GB (48.4%) free: under 50%, the headroom asked for"
+        and "ZeRO-1 would leave only 38.75 GB (48.4%) free: under 50%, the headroom asked for"
         in str(stricter)
     )
     assert stricter.to_dict()["headroom"] == 0.5

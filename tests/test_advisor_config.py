@@ -142,8 +142,8 @@ def test_offload_leaves_the_headroom_free_too():
     pick = advise(7_500_000_000, 4, "16GB", cpu_memory="256GB")
     assert (pick.stage, pick.offload, pick.rule) == (Stage.ZERO3, "optimizer", "offload")
     assert offload.offloaded(7_500_000_000, 4, 2)[0].total == 15 * GB
-    (passed,) = [r for r in pick.reasons if "would fit with only" in r]
-    assert passed.startswith("ZeRO-2 with optimizer offload would fit with only 1 GB (6.3%) free: under 10%")
+    (passed,) = [r for r in pick.reasons if "would leave only" in r]
+    assert passed.startswith("ZeRO-2 with optimizer offload would leave only 1 GB (6.3%) free: under 10%")
     # it comes before the offload it chose, as the reader meets them in offload's order
     assert pick.reasons.index(passed) < next(
         i for i, r in enumerate(pick.reasons) if r.startswith("ZeRO-3 with optimizer offload: 3.75 GB")
@@ -152,12 +152,10 @@ def test_offload_leaves_the_headroom_free_too():
     # 16 GB cards: stage 3 alone keeps 15 GB (6.25% free); with host memory the advice offloads instead
     sixteen = advise(7_500_000_000, 8, "16GB", cpu_memory="256GB")
     assert (sixteen.stage, sixteen.offload) == (Stage.ZERO3, "optimizer")
-    assert "ZeRO-3 would fit with only 1 GB (6.3%) free" in str(sixteen)
-    assert sum("would fit with only" in r for r in sixteen.reasons) == 1  # one line: the lowest choice passed
+    assert "ZeRO-3 would leave only 1 GB (6.3%) free" in str(sixteen)
+    assert sum("would leave only" in r for r in sixteen.reasons) == 1  # one line: the lowest choice passed
     bare = advise(7_500_000_000, 8, "16GB")  # without host memory nothing fits with 10% free
-    assert (bare.stage, bare.rule) == (None, "does-not-fit") and "ZeRO-3 would fit with only 1 GB" in str(
-        bare
-    )
+    assert (bare.stage, bare.rule) == (None, "does-not-fit") and "ZeRO-3 would leave only 1 GB" in str(bare)
     assert advise(7_500_000_000, 8, "16GB", headroom=0).stage == Stage.ZERO3
 
 
@@ -175,7 +173,7 @@ def test_the_lowest_offload_that_leaves_the_headroom_is_the_choice():
     assert [w.split(":")[0] for w in pick.warnings] == [
         "build the model inside deepspeed.zero.Init, which is code, not a config key"
     ]
-    assert not any("would fit with only" in r for r in pick.reasons)  # ZeRO-2's 17 GB does not fit at all
+    assert not any("would leave only" in r for r in pick.reasons)  # ZeRO-2's 17 GB does not fit at all
 
 
 def test_stage_3_host_figures_assume_zero_init_and_say_so():
@@ -284,7 +282,7 @@ def test_gpu_counts_in_the_reasons_are_where_the_advice_itself_picks_stage_2():
     assert memory.min_gpus(13 * 10**9, "40GB", 2) == 13 and memory.min_gpus(13 * 10**9, "36GB", 2) == 19
     at_19, at_18 = advise(13 * 10**9, 19, "40GB"), advise(13 * 10**9, 18, "40GB")
     assert (at_19.stage, at_18.stage) == (Stage.ZERO2, Stage.ZERO3)
-    assert any(r.startswith("ZeRO-2 would fit with only 3.889 GB (9.7%) free") for r in at_18.reasons)
+    assert any(r.startswith("ZeRO-2 would leave only 3.889 GB (9.7%) free") for r in at_18.reasons)
     bare = advise(13 * 10**9, 18, "40GB", headroom=0)  # the bare rule takes stage 2, and warns
     assert bare.stage == Stage.ZERO2 and any("under 10%" in w for w in bare.warnings)
     assert "stage 2 would fit on 13 GPUs" in advise(13 * 10**9, 8, "40GB", headroom=0).reasons[-1]

@@ -44,7 +44,7 @@ def test_the_advice_names_the_verdicts_stage_when_it_passes_it_over_for_headroom
     view = compute_view(Settings(gpu_memory="30GB"))
     assert view.verdict == "lowest stage that fits: ZeRO-2 (28.125 GB of 30 GB, only 6.3% free)"
     assert view.advice.stage == Stage.ZERO3 and view.advice.headroom == Fraction(1, 10)
-    assert any(r.startswith("ZeRO-2 would fit with only 1.875 GB (6.3%) free") for r in view.advice.reasons)
+    assert any(r.startswith("ZeRO-2 would leave only 1.875 GB (6.3%) free") for r in view.advice.reasons)
     roomy = compute_view(Settings())  # 80 GB: ZeRO-1 leaves 48% free, and both views agree
     assert roomy.advice.stage == Stage.ZERO1 and roomy.verdict.startswith("lowest stage that fits: ZeRO-1")
 

@@ -61,11 +61,11 @@ def fewest(setup: Setup, stage: Stage, act: Fraction, share: Fraction) -> int | 
 
 
 def thin_fit(label: str, need: Fraction, capacity: Fraction, share: Fraction, show: Show) -> str:
-    """Why a lower choice `label` was passed over: it fits `capacity`, but leaves under `share` free."""
+    """Why a lower choice `label` was passed over: it is under `capacity`, but leaves under `share` free."""
     free = capacity - need
     why = TOO_LITTLE if share <= HEADROOM else "the headroom asked for"
     return (
-        f"{label} would fit with only {show(free)} ({percent(free / capacity)}%) free: under "
+        f"{label} would leave only {show(free)} ({percent(free / capacity)}%) free: under "
         f"{percent(share)}%, {why}; pass headroom=0 (--headroom 0) for the article's bare rule"
     )
 
