@@ -136,6 +136,13 @@ def test_charts_draw_what_the_table_says():
     assert bars.count("class='bar'") == 4 * 3
     assert re.findall(r"class='total'[^>]*>([^<]+)<", bars) == ["120", "41.25", "28.125", "15"]
     assert "class='limit'" in bars
+    # the card less the advice's 10% headroom: the band's line at 72 of the 80 GB, as the matplotlib bars
+    top = 120 * 1.12  # the axis's top: the tallest bar and 12% above it
+    (band_y,) = re.findall(r"<line class='band' x1='\d+' y1='([\d.]+)'", bars)
+    assert abs(float(band_y) - (28 + (260 - 28 - 50) * (1 - 72 / top))) < 0.1 and "keeping 10% free" in bars
+    busy = plot_memory_bars(compute_view(Settings(activations=Fraction(5 * GB))))  # activations drawn on top
+    assert busy.count("class='bar'") == 4 * 4 and "data-series='activations'" in busy
+    assert re.findall(r"class='total'[^>]*>([^<]+)<", busy) == ["125", "46.25", "33.125", "20"]
     scaling = plot_scaling(view)
     assert scaling.count("class='curve'") == 4 and "class='marker'" in scaling
     assert plot_comm(view).count("class='bar'") == 4

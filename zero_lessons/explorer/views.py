@@ -133,8 +133,10 @@ def compute_view(settings: Settings) -> View:
 
 
 def plot_memory_bars(view: View) -> str:
-    """SVG: stacked per-GPU bars for each stage, with the memory per GPU as a line."""
-    return svg.draw(figures.stage_bars(_view(view).table))
+    """SVG: stacked per-GPU bars for each stage, the activations on top, with the memory per GPU as a line
+    and, under it, the card less the advice's 10% headroom."""
+    view = _view(view)
+    return svg.draw(figures.stage_bars(view.table, view.settings.activations, headroom.HEADROOM))
 
 
 def plot_scaling(view: View) -> str:

@@ -88,30 +88,40 @@ def bar_chart(
     line: float | None = None,
     line_label: str = "",
     labels: list[str] | None = None,
+    band: float | None = None,
+    band_label: str = "",
 ) -> str:
-    """Stacked bars, one per category, with their totals (or `labels`) on top and an optional limit line."""
-    _checked(categories, series, colours, line, title=title, ylabel=ylabel, line_label=line_label)
+    """Stacked bars, one per category, with their totals (or `labels`) on top, an optional limit line and an
+    optional lighter `band` line under it (such as the card less its headroom)."""
+    texts = {"title": title, "ylabel": ylabel, "line_label": line_label, "band_label": band_label}
+    _checked(categories, series, colours, line, band, **texts)
     _checked_names(categories, series, labels)
     totals = [sum(values[i] for values in series.values()) for i in range(len(categories))]
     top = (max([*totals, line or 0]) or 1) * 1.12  # all zero (one GPU sends nothing): a 0 to 1 axis
-    step = _step(top)
     plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - RIGHT
     y = lambda v: TOP + plot_h * (1 - v / top)  # noqa: E731
     slot = plot_w / len(categories)
-    body = [f"<line x1='{LEFT}' y1='{TOP + plot_h}' x2='{WIDTH - RIGHT}' y2='{TOP + plot_h}' stroke='#333'/>"]
-    for k in range(int(top / step) + 1):
-        v = k * step
-        body.append(
-            f"<text x='{LEFT - 4}' y='{y(v) + 4:.1f}' text-anchor='end' fill='#555'>{_tick(v)}</text>"
-        )
+    body = _y_axis(top, y)
     for i, name in enumerate(categories):
         heights = {label: values[i] for label, values in series.items()}
         x = LEFT + i * slot + slot * 0.15
         body += _column(name, heights, labels[i] if labels else None, colours, x, slot, y)
     if line is not None:
         body += _limit(y(line), line_label)
+    if band is not None:
+        body += _band(y(band), y(band if line is None else line), band_label)
     body += _legend(list(series), colours)
     return _frame(title, ylabel, body)
+
+
+def _y_axis(top: float, y) -> list[str]:
+    """The x axis's line at the bottom, and round ticks from 0 up to `top` on the y axis, placed by `y`."""
+    bottom, step = HEIGHT - BOTTOM, _step(top)
+    out = [f"<line x1='{LEFT}' y1='{bottom}' x2='{WIDTH - RIGHT}' y2='{bottom}' stroke='#333'/>"]
+    for k in range(int(top / step) + 1):
+        v = k * step
+        out.append(f"<text x='{LEFT - 4}' y='{y(v) + 4:.1f}' text-anchor='end' fill='#555'>{_tick(v)}</text>")
+    return out
 
 
 def _checked_names(categories: list[str], series: dict[str, list[float]], labels: list[str] | None) -> None:
@@ -155,6 +165,19 @@ def _limit(at: float, label: str) -> list[str]:
         f"<line class='limit' x1='{LEFT}' y1='{at:.1f}' x2='{WIDTH - RIGHT}' y2='{at:.1f}' "
         f"stroke='crimson' stroke-dasharray='5,3'/>",
         f"<text x='{WIDTH - RIGHT}' y='{at - 4:.1f}' text-anchor='end' fill='crimson'>{escape(label)}</text>",
+    ]
+
+
+def _band(at: float, limit: float, label: str) -> list[str]:
+    """The card less its headroom, as the matplotlib bars draw it: a faint crimson band from height `at` up to
+    the limit line at `limit`, a dotted line at `at`, and `label` under that line's right end."""
+    return [
+        f"<rect class='band' x='{LEFT}' y='{limit:.1f}' width='{WIDTH - RIGHT - LEFT}' "
+        f"height='{at - limit:.1f}' fill='crimson' fill-opacity='0.08'/>",
+        f"<line class='band' x1='{LEFT}' y1='{at:.1f}' x2='{WIDTH - RIGHT}' y2='{at:.1f}' "
+        f"stroke='crimson' stroke-opacity='0.6' stroke-dasharray='2,2'/>",
+        f"<text x='{WIDTH - RIGHT}' y='{at + 12:.1f}' text-anchor='end' fill='crimson'>"
+        f"{escape(label)}</text>",
     ]
 
 
@@ -256,7 +279,14 @@ def draw(chart: Chart) -> str:
     if chart.kind == "bars":
         labels = None if chart.labels is None else list(chart.labels)
         return bar_chart(
-            list(chart.x), series, chart.colours, line_label=chart.line_label, labels=labels, **common
+            list(chart.x),
+            series,
+            chart.colours,
+            line_label=chart.line_label,
+            labels=labels,
+            band=chart.band,
+            band_label=chart.band_label,
+            **common,
         )
     return line_chart(
         list(chart.x), series, chart.colours, xlabel=chart.xlabel, marker=chart.marker, **common
