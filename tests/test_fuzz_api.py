@@ -768,6 +768,8 @@ SPECS = {
             "labels": arg(st.just(["1", "2"])),
             "title": arg(st.just("t")),
             "ylabel": arg(st.just("y")),
+            "band": arg(st.floats(0, 10), "value"),
+            "band_label": arg(st.just("b")),
         },
     ),
     "svg.line_chart": (

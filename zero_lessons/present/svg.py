@@ -97,7 +97,9 @@ def bar_chart(
     _checked(categories, series, colours, line, band, **texts)
     _checked_names(categories, series, labels)
     totals = [sum(values[i] for values in series.values()) for i in range(len(categories))]
-    top = (max([*totals, line or 0]) or 1) * 1.12  # all zero (one GPU sends nothing): a 0 to 1 axis
+    top = (
+        max([*totals, line or 0, band or 0]) or 1
+    ) * 1.12  # all zero (one GPU sends nothing): a 0 to 1 axis
     plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - RIGHT
     y = lambda v: TOP + plot_h * (1 - v / top)  # noqa: E731
     slot = plot_w / len(categories)
