@@ -265,16 +265,11 @@ def _draw_bars(ax, panel: Panel, unit: str) -> list[float]:
     bottom = [0.0] * len(t.phases)
     for kind, row in panel.heights(unit).items():
         heights = [float(h) for h in row]
-        shown = [i for i, h in enumerate(heights) if h]  # an empty part draws no rectangle (faster)
-        ax.bar([x[i] for i in shown], [heights[i] for i in shown], 0.72, bottom=[bottom[i] for i in shown],
-               color=KIND_COLOURS[kind], zorder=2, gid=kind)  # fmt: skip
+        _bars(ax, x, heights, bottom, color=KIND_COLOURS[kind], gid=kind)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     if panel.tolerance is not None:
-        room = [float(v / size) for v in panel.tolerance]
-        box = {"fill": False, "edgecolor": "#444444", "lw": 0.6, "ls": (0, (2, 1))}
-        drawn = [i for i, r in enumerate(room) if r]  # a boundary allows nothing: no box
-        ax.bar([x[i] for i in drawn], [room[i] for i in drawn], 0.72, bottom=[bottom[i] for i in drawn],
-               zorder=2, gid="tolerance", **box)  # fmt: skip
+        room = [float(v / size) for v in panel.tolerance]  # a boundary allows nothing: no box
+        _bars(ax, x, room, bottom, fill=False, edgecolor="#444444", lw=0.6, ls=(0, (2, 1)), gid="tolerance")
         bottom = [b + r for b, r in zip(bottom, room, strict=True)]
     if panel.measured is not None:
         measured = [float(v / size) for v in panel.measured]
@@ -287,14 +282,19 @@ def _draw_bars(ax, panel: Panel, unit: str) -> list[float]:
     return bottom
 
 
+def _bars(ax, x, heights: list[float], bottom: list[float], **style) -> None:
+    """Bars at `x` for the nonzero `heights` only: an empty part or box draws no rectangle (faster)."""
+    k = [i for i, h in enumerate(heights) if h]
+    ax.bar([x[i] for i in k], [heights[i] for i in k], 0.72, [bottom[i] for i in k], zorder=2, **style)
+
+
 def _draw_loss_bar(ax, panel: Panel, x: int, unit: str) -> None:
     """The modelled loss's column: what is held as the loss runs (the last forward phase's bar, or the
     timeline's own count of it), stacked as the other bars are, then the loss hatched on top."""
     held, size, base = panel.timeline.as_loss_runs, units.unit_size(unit), 0.0
     for kind in panel.heights(unit):
         height = float(Fraction(held.bytes_of(kind)) / size)
-        if height:
-            ax.bar([x], [height], 0.72, bottom=[base], color=KIND_COLOURS[kind], zorder=2, gid=kind)
-            base += height
+        _bars(ax, [x], [height], [base], color=KIND_COLOURS[kind], gid=kind)
+        base += height
     loss = float(panel.model_loss / size)
     ax.bar([x], [loss], 0.72, bottom=[base], zorder=2, gid="model loss", **LOSS_STYLE)
