@@ -155,6 +155,7 @@ class Visit:
     passed: tuple[int, ...]  #: used tensors kept as the prefetcher already walked past their next use
     released: tuple[int, ...]  #: used tensors freed after it runs
     gathered: int = 0  #: elements gathered as its walk starts, its own on-demand gathers included
+    prefetch_done: int = 0  #: elements gathered once its prefetch has run, before its releases
 
 
 def stage3_walk(modules: Modules, prefetch: int, max_live: int, reuse: int) -> list[Visit]:
@@ -174,6 +175,7 @@ def stage3_walk(modules: Modules, prefetch: int, max_live: int, reuse: int) -> l
         room = min(max_live - gathered, prefetch) if prefetch > 0 else 0
         chosen, looked = _prefetch(queue, live, sizes, seen, room) if room > 0 else ([], [])
         live.update(chosen)
+        done = gathered + sum(sizes[i] for i in chosen)
         released = _released(order, used, step + 1, seen, sizes, reuse)
         live -= released
         passed = tuple(i for i in used if seen[i] > step)
@@ -188,6 +190,7 @@ def stage3_walk(modules: Modules, prefetch: int, max_live: int, reuse: int) -> l
                 passed,
                 tuple(sorted(released)),
                 gathered,
+                done,
             )
         )
     return out

@@ -135,7 +135,6 @@ def forward_walk(modules, knobs: tuple[int, int, int], names: list[str], whole: 
     `knobs` (prefetch bucket, live limit, max reuse distance), which tensors each module's walk gathers and
     how far it has looked ahead."""
     labels = module_labels(modules)
-    sizes = [n for module in modules for n in module]  # each tensor's elements, as `names` lists them
     middle = ds_traffic.loss_entry(len(modules))  # the loss; backward follows it
     reached = -1
 
@@ -155,7 +154,7 @@ def forward_walk(modules, knobs: tuple[int, int, int], names: list[str], whole: 
                 f"{v.gathered:,}",
                 f"{v.room:,}",
                 "; ".join(gathers) or "—",
-                f"{v.gathered + sum(sizes[i] for i in v.prefetched):,}",
+                f"{v.prefetch_done:,}",
                 f"{labels[reached]} ({side})" if reached >= 0 else "—",
                 "; ".join(after) or "—",
             )

@@ -206,8 +206,7 @@ def _labels(look: Lookahead, columns: list[int], between: Sequence[str]) -> tupl
         part = f" {('weight', 'bias')[both.index(m)]}" if len(both) == 2 else ""
         rows.append(look.name(m.module) + part)
         place |= {m.forward: look.name(m.module), m.backward: look.name(m.module)}
-    backward = {c: "bwd " for c in columns if c > look.loss and c in place}  # the backward pass's names
-    return rows, [backward.get(c, "") + place.get(c, "·") for c in columns]
+    return rows, [("bwd " if c > look.loss and c in place else "") + place.get(c, "·") for c in columns]
 
 
 def plot_lookahead(
