@@ -42,7 +42,7 @@ from zero_lessons.planning import (
     offload_step,
     step_check,
 )
-from zero_lessons.present import figures, html, plots, svg, table
+from zero_lessons.present import estimator_bars, figures, html, plots, svg, table
 from zero_lessons.workshop import QUESTIONS, sheets
 
 HOSTILE_TEXT = [
@@ -417,6 +417,23 @@ SPECS = {
             "table": arg(st.just(TABLE)),
             "activations": arg(st.integers(0, 10**12)),
             "headroom": arg(st.fractions(0, Fraction(9, 10))),
+        },
+    ),
+    "figures.headroom_share": (figures.headroom_share, {"headroom": arg(HEADROOM)}),
+    "estimator_bars.per_element": (estimator_bars.per_element, {"stage": arg(st.sampled_from([2, 3, "z2"]))}),
+    "estimator_bars.bars": (
+        estimator_bars.bars,
+        {"params": arg(PARAMS), "gpus": arg(GPUS_NODE), "largest": arg(st.integers(0, 10**6))},
+    ),
+    "estimator_bars.chart": (
+        estimator_bars.chart,
+        {
+            "params": arg(PARAMS),
+            "gpus": arg(GPUS_NODE),
+            "largest": arg(st.integers(0, 10**6)),
+            "card": arg(MEMORY),
+            "headroom": arg(st.fractions(0, Fraction(9, 10))),
+            "unit": arg(UNIT),
         },
     ),
     "figures.scaling": (
@@ -932,6 +949,7 @@ def test_every_public_function_is_fuzzed():
         inputs,
         advice,
         checks,
+        estimator_bars,
         communication,
         counts,
         ds_config,
@@ -978,6 +996,7 @@ def test_every_public_function_is_fuzzed():
         "offload_step.Step",
         "table.FitTable",
         "figures.Chart",
+        "estimator_bars.table",  # takes no arguments: test_estimator_bars checks its text
         "inputs.Field",  # every instance, the FIELDS table, is fuzzed above
         "symbolic.Step",
         "symbolic.Derivation",

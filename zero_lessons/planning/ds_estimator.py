@@ -222,14 +222,14 @@ class Explained:
 def _column(terms: tuple[Term, ...], total: int, bold) -> str:
     """Terms one per line, then the total in GB and as DeepSpeed prints it (GiB, labelled "GB")."""
     parts = [f"{t.what}: {t.formula} = {units.format_bytes(t.nbytes)}" for t in terms]
-    gib = units.format_number(Fraction(total, units.GiB), 2)
-    return "\n".join([*parts, f"= {units.format_bytes(total)} = " + bold(f"{gib} GiB")])
+    gib, whole = units.format_number(Fraction(total, units.GiB), 2), f"= {units.format_bytes(total)} "
+    return "\n".join([*parts, (whole if len(parts) > 1 else "") + "= " + bold(f"{gib} GiB")])  # once
 
 
 def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term:
     """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × its margin."""
     return Term(
-        "larger of fp32 model per process of the job (every node's) and offloaded state (our reading)",
+        "larger of fp32 model per process, on all nodes, and offloaded state (our reading)",
         f"max(4 B × {processes} processes, {units.format_number(state)} B) × Ψ × "
         f"{units.format_number(factor)}",
         p * max(4 * processes, state) * factor,

@@ -73,7 +73,7 @@ def stage_bars(table: StageTable, activations: Fraction | int = 0, headroom: Fra
     Fraction(1, 10), draws the card less that share as a second, lighter limit. Both 0: the chart as before.
     """
     checks.instance("table", table, StageTable, "a StageTable")
-    act, share = checks.byte_count("activations", activations), _share(headroom)
+    act, share = checks.byte_count("activations", activations), headroom_share(headroom)
     unit, limit = table.unit, table.gpu_memory
     if share and limit is None:
         raise ValueError(
@@ -104,7 +104,7 @@ def stage_bars(table: StageTable, activations: Fraction | int = 0, headroom: Fra
     )
 
 
-def _share(headroom: object) -> Fraction:
+def headroom_share(headroom: object) -> Fraction:
     """`headroom` as an exact share from 0 to below 1, or an error naming it."""
     share = checks.amount("headroom", headroom)
     if share >= 1:
