@@ -174,7 +174,7 @@ PLACES = (
         "ZeRO-3, optimizer and parameters offloaded", "host", "host", offload.DEEPSPEED_ZERO3_HOST, ZERO3_ALSO
     ),
 )
-#: The rows lesson 06 shows: the paper against DeepSpeed's estimator, without offload, at stages 2 and 3.
+#: The paper against DeepSpeed's estimator, without offload, at stages 2 and 3 (lesson 06 draws them).
 NO_OFFLOAD = (
     "the ZeRO paper",
     "DeepSpeed's estimator",

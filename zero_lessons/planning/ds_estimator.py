@@ -229,7 +229,7 @@ def _column(terms: tuple[Term, ...], total: int, bold) -> str:
 def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term:
     """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × its margin."""
     return Term(
-        "larger of fp32 model per process, on all nodes, and offloaded state (our reading)",
+        "larger of fp32 model per process and offloaded state (our reading)",
         f"max(4 B × {processes} processes, {units.format_number(state)} B) × Ψ × "
         f"{units.format_number(factor)}",
         p * max(4 * processes, state) * factor,

@@ -33,11 +33,8 @@ _ITEM_OF = ("16-bit weights", "16-bit gradients", "fp32 gradient copy", "optimiz
 #: The three counts per stage, in order. The paper's is what a GPU keeps between steps (at stage 3, with a
 #: gradient bucket besides).
 MOMENTS = ("paper", "estimator", "at the step")
-#: counts.PLACES' rows for the paper and the estimator, by stage.
-_ROWS = {
-    Stage.ZERO2: ("the ZeRO paper", "DeepSpeed's estimator"),
-    Stage.ZERO3: ("the ZeRO paper, ZeRO-3", "DeepSpeed's estimator, ZeRO-3"),
-}
+#: counts.PLACES' rows for the paper and the estimator without offload, by stage.
+_ROWS = {Stage.ZERO2: counts.NO_OFFLOAD[:2], Stage.ZERO3: counts.NO_OFFLOAD[2:]}
 #: What the step adds per shard element: its flattened 16-bit copy, then that copy's fp32 cast.
 _STEP_COPIES = {"flattened 16-bit gradient copy": 2, "fp32 gradient copy": step_check.STEP_EXTRA - 2}
 

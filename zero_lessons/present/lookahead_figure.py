@@ -43,7 +43,7 @@ UNNAMED = "; · a step without weights"  #: added to the x label where a column 
 LEGEND_INCHES = 1.0  #: the height the legend takes under the rows
 TAIL = 0.3  #: how far, in columns, a held stretch is drawn past its release, so that it reaches past the use
 TIGHT = 0.05  #: the shorter tail of a release followed at once by an all-gather (just past the use's marker)
-GAP = 0.5  #: the least gap drawn, in columns, between a release and the all-gather that follows it
+GAP = 0.8  #: the least gap drawn, in columns, between a release and the all-gather that follows it
 #: The reuse-horizon and walk lines, each in the colour of the reason it gives.
 HORIZON, REACH = WHY_COLOURS["reuse distance"], WHY_COLOURS["walk"]
 
@@ -114,6 +114,7 @@ def _dips(ax, look: Lookahead, places, edges: list[float], at: list[float], scal
                 ha="left" if plateau else "center",
                 va="bottom" if plateau else "top",
                 fontsize=7,
+                bbox={"fc": "white", "ec": "none", "pad": 0.5, "alpha": 0.85},  # readable on the cap's line
             )
 
 
