@@ -40,6 +40,7 @@ from zero_lessons.planning import (
     ds_estimator,
     offload,
     offload_step,
+    pick_checks,
     step_check,
 )
 from zero_lessons.present import estimator_bars, figures, html, plots, svg, table
@@ -420,6 +421,26 @@ SPECS = {
         },
     ),
     "figures.headroom_share": (figures.headroom_share, {"headroom": arg(HEADROOM)}),
+    "pick_checks.four_checks": (
+        pick_checks.four_checks,
+        {
+            "params": arg(PARAMS),
+            "gpus": arg(GPUS_NODE),
+            "card": arg(MEMORY),
+            "stage": arg(st.sampled_from([2, 3, "z2", "ZeRO-3"])),
+            "largest": arg(st.integers(0, 10**6)),
+        },
+    ),
+    "pick_checks.table": (
+        pick_checks.table,
+        {
+            "params": arg(PARAMS),
+            "card": arg(MEMORY),
+            "cases": arg(st.sampled_from([[(2, 8)], [(3, 8), (2, 16)], ((2, 1024),)])),
+            "largest": arg(st.integers(0, 10**6)),
+            "unit": arg(UNIT),
+        },
+    ),
     "estimator_bars.per_element": (estimator_bars.per_element, {"stage": arg(st.sampled_from([2, 3, "z2"]))}),
     "estimator_bars.bars": (
         estimator_bars.bars,
@@ -950,6 +971,7 @@ def test_every_public_function_is_fuzzed():
         advice,
         checks,
         estimator_bars,
+        pick_checks,
         communication,
         counts,
         ds_config,
@@ -996,6 +1018,7 @@ def test_every_public_function_is_fuzzed():
         "offload_step.Step",
         "table.FitTable",
         "figures.Chart",
+        "pick_checks.Checks",  # built by four_checks, fuzzed above
         "estimator_bars.table",  # takes no arguments: test_estimator_bars checks its text
         "inputs.Field",  # every instance, the FIELDS table, is fuzzed above
         "symbolic.Step",
