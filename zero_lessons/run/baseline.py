@@ -85,7 +85,8 @@ class Baseline:
         counted = stage3_plan.at_loss(knobs(3, False))
         rows.append(
             ["peak per GPU with the loss, stage 3",
-             f"{_gb(counted.plan)}, at the loss, with DeepSpeed's own count of gathered weights (section 2)"]
+             f"{_gb(counted.plan)}, at the loss, gathered weights counted by DeepSpeed's rules, "
+             "matrix by matrix (section 2)"]
         )  # fmt: skip
         rows.append(
             ["the advisor's config for this example", "; ".join(self.advisor_line(s) for s in (2, 3))]
