@@ -3,6 +3,8 @@
 from fractions import Fraction
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from zero_lessons import GB
 from zero_lessons.inputs import Setup
@@ -259,3 +261,37 @@ def test_advise_model_uses_the_activation_estimate():
     assert advise_model(model, 8, "80GB").rule == "activations"
     flash = advise_model(model, 8, "80GB", attention="flash")  # no s × s matrices stored: fits with none
     assert flash.activations == activation_bytes(model, attention="flash") and flash.stage == Stage.ZERO1
+
+
+#: Lesson 04's rule rows as tests in symbols, in order (B = 0.9 M), with the rule key `advise` records.
+SYMBOL_ROWS = (
+    ("replicate", lambda p, n, a, b: 16 * p + a <= b),
+    (
+        "partition-optimizer",
+        lambda p, n, a, b: 4 * p + Fraction(12 * p, n) + a <= b or 2 * p + Fraction(14 * p, n) + a <= b,
+    ),
+    ("stage-3-or-more-gpus", lambda p, n, a, b: Fraction(16 * p, n) + a <= b and 2 * p + a <= b),
+    ("partition-parameters", lambda p, n, a, b: Fraction(16 * p, n) + a <= b < 2 * p + a),
+    ("activations", lambda p, n, a, b: Fraction(16 * p, n) <= b < Fraction(16 * p, n) + a),
+    ("does-not-fit", lambda p, n, a, b: b < Fraction(16 * p, n)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@example(params=7_500_000_000, gpus=8, card_gb=160, act_gb=0)  # lesson 04's cards, one row each
+@example(params=7_500_000_000, gpus=8, card_gb=32, act_gb=0)
+@example(params=7_500_000_000, gpus=8, card_gb=30, act_gb=0)
+@example(params=7_500_000_000, gpus=8, card_gb=12, act_gb=0)
+@example(params=7_500_000_000, gpus=8, card_gb=40, act_gb=30)
+@example(params=7_500_000_000, gpus=8, card_gb=24, act_gb=20)
+@example(params=7_500_000_000, gpus=16, card_gb=16, act_gb=0)  # 2Ψ over the budget: Rule 2
+@given(
+    params=st.integers(10**6, 10**12),
+    gpus=st.integers(1, 512),
+    card_gb=st.integers(1, 200),
+    act_gb=st.integers(0, 100),
+)
+def test_lesson_04s_rules_in_symbols_are_the_advisors(params, gpus, card_gb, act_gb):
+    budget, act = Fraction(9, 10) * card_gb * GB, act_gb * GB
+    first = next(key for key, holds in SYMBOL_ROWS if holds(params, gpus, act, budget))
+    assert advise(params, gpus, card_gb * GB, activations=act).rule == first

@@ -38,6 +38,7 @@ def test_each_figure_is_its_modules_and_each_verdict_its_line(params, gpus, card
     room = Fraction(card) * 9 / 10
     assert found.verdicts[:3] == (paper <= room, found.estimator <= room, found.at_step <= card)
     assert found.left == card - max(found.at_step, found.backward or 0)
+    assert found.thin == (0 <= found.left < 10**9)
 
 
 def test_lesson_06s_ways_out_on_32_gb_cards():
@@ -50,7 +51,9 @@ def test_lesson_06s_ways_out_on_32_gb_cards():
         "| ZeRO-2 on 8 | 28.125: yes | 31.875: **no** | 33.75: **no** | 30.125: yes | over by 1.75 GB |"
         in text
     )
-    assert "| ZeRO-2 on 9 | 26.667: yes | 30: **no** | 31.667: yes | 28.667: yes | 0.333 GB |" in text
+    assert (
+        "| ZeRO-2 on 9 | 26.667: yes | 30: **no** | 31.667: yes | 28.667: yes | 0.333 GB: **thin** |" in text
+    )
     assert "| ZeRO-2 on 10 | 25.5: yes | 28.5: yes | 30: yes | 27.5: yes | 2 GB |" in text
     assert (
         "| ZeRO-3 on 8 | 15: yes | 17.750: yes | 21.625: yes | — (needs the model's shape) | 10.375 GB |"

@@ -6,7 +6,8 @@ DeepSpeed's estimator's (`ds_estimator`). Two busiest moments, each within the w
 paper's model state and two buckets of `reduce_bucket_size` bf16 elements (overlap_comm on, as `advise` writes
 it; DeepSpeed frees them before the step). At stage 3 it also holds gathered layers, which depend on the
 model's shape, so `backward` is None there (lesson 11's step model counts them). What the busiest moment
-leaves of the card must still hold the CUDA context, several hundred MB: `left` gives it.
+leaves of the card must still hold the CUDA context and the allocator's slack: `left` gives it, and `thin`
+says when it is under CONTEXT.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from .step_knobs import DeepSpeed
 
 #: Stage 2's backward pass: two gradient buckets of `reduce_bucket_size` bf16 elements, 1 GB each by default.
 BACKWARD_BUCKETS = 2 * 2 * DeepSpeed().reduce_bucket_size
+#: Less than this left beside the busiest moment is thin: a CUDA context alone takes several hundred MB to
+#: over 1 GB (lesson 10), and the allocator's slack comes on top.
+CONTEXT = 10**9
 #: The column heads of `table`, after the case.
 HEADS = ("the paper", "the estimator", "the optimizer step", "the backward pass")
 
@@ -56,6 +60,11 @@ class Checks:
     def left(self) -> Fraction:
         """What the busiest moment this check knows of leaves of the card (negative: it does not fit)."""
         return self.card - max(m for m in (self.at_step, self.backward) if m is not None)
+
+    @property
+    def thin(self) -> bool:
+        """Whether the busiest moment fits the card but leaves it less than CONTEXT."""
+        return 0 <= self.left < CONTEXT
 
 
 def four_checks(params: int, gpus: int, card: units.Size, stage: StageLike, largest: int = 0) -> Checks:
@@ -92,9 +101,8 @@ def table(params: int, card: units.Size, cases, largest: int = 0, unit: str = "G
         figures = (found.paper, found.estimator, found.at_step, found.backward)
         shown = [_cell(f, ok, unit) for f, ok in zip(figures, found.verdicts, strict=True)]
         left = units.format_bytes(abs(found.left), unit)
-        rows.append(
-            [f"{found.stage.label} on {found.gpus}", *shown, left if found.left >= 0 else f"over by {left}"]
-        )
+        left = f"over by {left}" if found.left < 0 else f"{left}: **thin**" if found.thin else left
+        rows.append([f"{found.stage.label} on {found.gpus}", *shown, left])
     first = four_checks(params, cases[0][1], card, cases[0][0], largest)
     lines = (units.format_bytes(first.budget, unit), units.format_bytes(first.card, unit))
     head = [f"{h}, within {lines[k > 1]}?" for k, h in enumerate(HEADS)]

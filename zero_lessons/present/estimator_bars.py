@@ -84,9 +84,10 @@ def _besides(stage: Stage, moment: str) -> str:
     at the step, the gradient bucket (the paper's count leaves it out)."""
     if stage is Stage.ZERO2:
         return "the whole 16-bit weights"
-    return {MOMENTS[1]: "4 B per parameter of the largest layer", MOMENTS[2]: "a gradient bucket"}.get(
-        moment, "—"
-    )
+    return {
+        MOMENTS[1]: "4 B per parameter of the largest layer",
+        MOMENTS[2]: "a 1 GB gradient bucket, all step",
+    }.get(moment, "—")
 
 
 def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]:
