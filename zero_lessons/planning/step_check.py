@@ -2,11 +2,14 @@
 against the whole card (the activations are gone by then).
 
 Under DeepSpeed (stages 1 to 3) the step copies the GPU's 16-bit gradient shard into one flat tensor and casts
-that to fp32, 2 + 4 bytes per parameter of the shard, held at once; at stage 3 a gradient bucket of
-`reduce_bucket_size` elements in 16 bits, 1 GB by default, is held from start-up. Under PyTorch's DDP with its
-default (foreach) Adam, stage 0 here, the gradient buckets hold a second copy of every gradient (2 bytes per
-parameter) and Adam builds √v for every parameter at once (4). The paper's mixed-precision Adam is assumed:
-16-bit weights and gradients, fp32 master weights and moments.
+that to fp32, 2 + 4 bytes per parameter of the shard, held at once. Stage 3 makes the two copies one sub-group
+at a time, `sub_group_size` elements (10⁹ by default), so for a larger shard it holds one sub-group's copies;
+it closes a sub-group at the tensor that fills it, so a sub-group can hold a little more (the step model,
+which knows the tensors, counts that). At stage 3 a gradient bucket of `reduce_bucket_size` elements in 16
+bits, 1 GB by default, is held from start-up. Under PyTorch's DDP with its default (foreach) Adam, stage 0
+here, the gradient buckets hold a second copy of every gradient (2 bytes per parameter) and Adam builds √v for
+every parameter at once (4). The paper's mixed-precision Adam is assumed: 16-bit weights and gradients, fp32
+master weights and moments.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from .step_knobs import DeepSpeed
 STEP_EXTRA = 2 + 4
 #: DeepSpeed's stage-3 gradient bucket in bytes: its default `reduce_bucket_size` in 16 bits (1 GB).
 STAGE3_BUCKET = 2 * DeepSpeed().reduce_bucket_size
+#: DeepSpeed's stage 3 makes the step's copies one sub-group of this many elements at a time (its default).
+SUB_GROUP = DeepSpeed().sub_group_size
 #: Mixed-precision Adam at its optimizer step, as a recipe: the step's extra bytes counted with the optimizer
 #: state, so that they are split where it is (DeepSpeed's stages 1 to 3) and kept whole where it is (stage 0).
 AT_STEP = custom(
@@ -40,10 +45,13 @@ def _bucket(stage: Stage) -> int:
 
 
 def at_step(params: int, gpus: int, stage: StageLike) -> Fraction:
-    """Bytes a GPU holds at its optimizer step: the model state with the step's copies (`AT_STEP`), and at
-    stage 3 its gradient bucket."""
+    """Bytes a GPU holds at its optimizer step: the model state with the step's copies (`AT_STEP`); at stage 3
+    the copies of at most one sub-group (SUB_GROUP elements), and its gradient bucket."""
     stage = as_stage(stage)
-    return memory.per_gpu(params, gpus, stage, AT_STEP).total + _bucket(stage)
+    if stage is not Stage.ZERO3:
+        return memory.per_gpu(params, gpus, stage, AT_STEP).total
+    held = memory.per_gpu(params, gpus, stage)  # checks the inputs
+    return held.total + STEP_EXTRA * min(Fraction(params, gpus), SUB_GROUP) + _bucket(stage)
 
 
 def extra(params: int, gpus: int, stage: StageLike) -> Fraction:
@@ -53,7 +61,13 @@ def extra(params: int, gpus: int, stage: StageLike) -> Fraction:
 
 
 def fewest_gpus(params: int, card: Size, stage: StageLike) -> int | None:
-    """Fewest GPUs on which `at_step` is within `card` bytes, the whole card; None when no count suffices."""
+    """Fewest GPUs (up to checks.MAX_GPUS) on which `at_step` is within `card` bytes, the whole card; None
+    when no count suffices. `at_step` falls as GPUs are added, so a bisection finds it."""
     params, card, stage = checks.params(params), units.as_bytes("card", card), as_stage(stage)
-    room = card - _bucket(stage)
-    return memory.min_gpus(params, room, stage, AT_STEP) if room > 0 else None
+    if at_step(params, checks.MAX_GPUS, stage) > card:
+        return None
+    low, high = 1, checks.MAX_GPUS  # at_step(high) fits; find the least count that does
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if at_step(params, middle, stage) <= card else (middle + 1, high)
+    return high

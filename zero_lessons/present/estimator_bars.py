@@ -3,9 +3,9 @@ paper's count (what a GPU keeps between steps), the estimator's, and what a GPU 
 
 The paper's and the estimator's bytes per kind come from `counts.PLACES`, the table the lesson shows first;
 the step's two copies from `step_check` (DeepSpeed's step flattens the gradient shard in 16 bits, then casts
-it to fp32); stage 3's gradient bucket from `step_check.STAGE3_BUCKET`; the estimator's largest-layer buffer
-from `ds_estimator.zero3`. The tests set each bar's total against `memory.per_gpu`, `ds_estimator` and
-`step_check.at_step`, which count the same bytes their own way.
+it to fp32; stage 3 one sub-group at a time); stage 3's gradient bucket from `step_check.STAGE3_BUCKET`; the
+estimator's largest-layer buffer from `ds_estimator.zero3`. The tests set each bar's total against
+`memory.per_gpu`, `ds_estimator` and `step_check.at_step`, which count the same bytes their own way.
 """
 
 from __future__ import annotations
@@ -100,9 +100,12 @@ def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]
     for stage in _ROWS:
         for moment, (split, whole) in per_element(stage).items():
             held = {item: Fraction(split[item] * params, gpus) + whole[item] * params for item in ITEMS}
-            if stage is Stage.ZERO3:
-                held["largest layer's buffer"] += buffer if moment == MOMENTS[1] else 0
-                held["gradient bucket"] += step_check.STAGE3_BUCKET if moment == MOMENTS[2] else 0
+            if stage is Stage.ZERO3 and moment == MOMENTS[1]:
+                held["largest layer's buffer"] += buffer
+            if stage is Stage.ZERO3 and moment == MOMENTS[2]:  # the copies of one sub-group at most
+                one = min(Fraction(params, gpus), step_check.SUB_GROUP)
+                held |= {item: size * one for item, size in _STEP_COPIES.items()}
+                held["gradient bucket"] += step_check.STAGE3_BUCKET
             out[f"{stage.label}, {moment}"] = held
     return out
 
