@@ -56,7 +56,7 @@ def at_step(params: int, gpus: int, stage: StageLike) -> Fraction:
 
 def extra(params: int, gpus: int, stage: StageLike) -> Fraction:
     """What a GPU holds at its optimizer step beyond the paper's model state, in bytes: 6Ψ under DDP
-    (stage 0), 6Ψ/N under DeepSpeed, and at stage 3 its gradient bucket too."""
+    (stage 0), 6Ψ/N under DeepSpeed (at stage 3 one sub-group's at most), and stage 3's gradient bucket."""
     return at_step(params, gpus, stage) - memory.per_gpu(params, gpus, stage).total
 
 
