@@ -220,12 +220,11 @@ class Explained:
 
 
 def _column(terms: tuple[Term, ...], total: int, bold) -> str:
-    """Terms one per line, then the total in GB and as DeepSpeed prints it (GiB, labelled "GB")."""
+    """Terms one per line, then the total in GB (unless one term already gave it) and as DeepSpeed prints it
+    (GiB, labelled "GB")."""
     parts = [f"{t.what}: {t.formula} = {units.format_bytes(t.nbytes)}" for t in terms]
     gib, whole = units.format_number(Fraction(total, units.GiB), 2), f"= {units.format_bytes(total)} "
-    return "\n".join(
-        [*parts, (whole if len(parts) > 1 else "") + "= " + bold(f"{gib} GiB")]
-    )  # one term: GB once
+    return "\n".join([*parts, (whole if len(parts) > 1 else "") + "= " + bold(f"{gib} GiB")])
 
 
 def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term:
