@@ -287,6 +287,10 @@ SPECS = {
         {"params": arg(PARAMS), "gpu_memory": arg(MEMORY), "stage": arg(STAGE), "recipe": arg(RECIPE)},
     ),
     "step_check.extra": (step_check.extra, {"params": arg(PARAMS), "gpus": arg(GPUS), "stage": arg(STAGE)}),
+    "step_check.copied": (
+        step_check.copied,
+        {"params": arg(PARAMS), "gpus": arg(GPUS), "stage": arg(STAGE)},
+    ),
     "step_check.at_step": (
         step_check.at_step,
         {"params": arg(PARAMS), "gpus": arg(GPUS), "stage": arg(STAGE)},

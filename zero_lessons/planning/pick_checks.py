@@ -19,10 +19,9 @@ from .. import checks, memory, tables, units
 from ..stages import Stage, StageLike, as_stage
 from . import ds_estimator, step_check
 from .headroom import HEADROOM, budget
-from .step_knobs import DeepSpeed
 
-#: Stage 2's backward pass: two gradient buckets of `reduce_bucket_size` bf16 elements, 1 GB each by default.
-BACKWARD_BUCKETS = 2 * 2 * DeepSpeed().reduce_bucket_size
+#: Stage 2's backward pass with overlap_comm: two gradient buckets, 1 GB each by default.
+BACKWARD_BUCKETS = 2 * step_check.BUCKET
 #: Less than this left beside the busiest moment is thin: a CUDA context alone takes several hundred MB to
 #: over 1 GB (lesson 10), and the allocator's slack comes on top.
 CONTEXT = 10**9
@@ -37,7 +36,6 @@ class Checks:
     stage: Stage
     gpus: int  #: data-parallel GPUs
     card: Fraction  #: bytes per GPU
-    headroom: Fraction  #: the share of the card the counts leave free
     paper: Fraction  #: the ZeRO paper's model state
     estimator: int  #: DeepSpeed's estimator, without offload
     at_step: Fraction  #: at the optimizer step
@@ -47,8 +45,8 @@ class Checks:
 
     @property
     def budget(self) -> Fraction:
-        """What the two counts must fit: the card less its headroom."""
-        return budget(self.card, self.headroom)
+        """What the two counts must fit: the card less the advisor's headroom."""
+        return budget(self.card, HEADROOM)
 
     @property
     def verdicts(self) -> tuple[bool | None, ...]:
@@ -83,7 +81,7 @@ def four_checks(params: int, gpus: int, card: units.Size, stage: StageLike, larg
     else:
         raise ValueError(f"stage must be ZeRO-2 or ZeRO-3, the stages these checks cover, got {stage.label}")
     at_step = step_check.at_step(params, gpus, stage)
-    return Checks(stage, gpus, card, HEADROOM, paper, estimate.gpu_bytes, at_step, backward)
+    return Checks(stage, gpus, card, paper, estimate.gpu_bytes, at_step, backward)
 
 
 def table(params: int, card: units.Size, cases, largest: int = 0, unit: str = "GB") -> str:
@@ -91,24 +89,26 @@ def table(params: int, card: units.Size, cases, largest: int = 0, unit: str = "G
     verdict, and what the busiest moment leaves of the card."""
     if not isinstance(cases, (list, tuple)) or not 1 <= len(cases) <= 20:
         raise TypeError(f"cases must be a list of 1 to 20 (stage, GPUs) pairs, got {checks.kind(cases)}")
-    unit, rows = units.unit_name(unit), []
+    unit, found = units.unit_name(unit), []
     for case in cases:
         if not isinstance(case, tuple) or len(case) != 2:
             raise TypeError(
                 f"each of cases must be a (stage, GPUs) pair such as (2, 8), got {checks.kind(case)}"
             )
-        found = four_checks(params, case[1], card, case[0], largest)
-        figures = (found.paper, found.estimator, found.at_step, found.backward)
-        shown = [_cell(f, ok, unit) for f, ok in zip(figures, found.verdicts, strict=True)]
-        left = units.format_bytes(abs(found.left), unit)
-        left = f"over by {left}" if found.left < 0 else f"{left}: **thin**" if found.thin else left
-        rows.append([f"{found.stage.label} on {found.gpus}", *shown, left])
-    first = four_checks(params, cases[0][1], card, cases[0][0], largest)
-    lines = (units.format_bytes(first.budget, unit), units.format_bytes(first.card, unit))
+        found.append(four_checks(params, case[1], card, case[0], largest))
+    lines = (units.format_bytes(found[0].budget, unit), units.format_bytes(found[0].card, unit))
     head = [f"{h}, within {lines[k > 1]}?" for k, h in enumerate(HEADS)]
-    return tables.markdown(
-        [["per GPU", *head, "left beside the step or the backward pass"], *rows], ["---", *["--:"] * 5]
-    )
+    rows = [["per GPU", *head, "left beside the step or the backward pass"], *(_row(f, unit) for f in found)]
+    return tables.markdown(rows, ["---", *["--:"] * 5])
+
+
+def _row(found: Checks, unit: str) -> list[str]:
+    """One case's row: its name, each figure with its verdict, and what its busiest moment leaves."""
+    figures = (found.paper, found.estimator, found.at_step, found.backward)
+    shown = [_cell(f, ok, unit) for f, ok in zip(figures, found.verdicts, strict=True)]
+    left = units.format_bytes(abs(found.left), unit)
+    left = f"over by {left}" if found.left < 0 else f"{left}: **thin**" if found.thin else left
+    return [f"{found.stage.label} on {found.gpus}", *shown, left]
 
 
 def _cell(nbytes: Fraction | int | None, ok: bool | None, unit: str) -> str:

@@ -17,47 +17,41 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .. import checks, memory, units
-from ..recipes import MIXED_ADAM, custom
 from ..stages import Stage, StageLike, as_stage
 from ..units import Size
 from .step_knobs import DeepSpeed
 
-#: Bytes per parameter the optimizer step adds: under DeepSpeed, per parameter of the GPU's gradient shard, a
-#: flat 16-bit copy and its fp32 cast (2 + 4); under DDP, per parameter, its buckets (2) and √v (4).
-STEP_EXTRA = 2 + 4
-#: DeepSpeed's stage-3 gradient bucket in bytes: its default `reduce_bucket_size` in 16 bits (1 GB).
-STAGE3_BUCKET = 2 * DeepSpeed().reduce_bucket_size
+#: Bytes DeepSpeed's optimizer step adds per element of the gradient shard it copies: a flat 16-bit copy,
+#: then its fp32 cast.
+FLAT_COPY, FP32_COPY = 2, 4
+#: Bytes the step adds per copied element: DeepSpeed's two copies; under DDP, per parameter, its buckets (2)
+#: and √v (4), the same 6.
+STEP_EXTRA = FLAT_COPY + FP32_COPY
+#: One DeepSpeed gradient bucket in bytes: its default `reduce_bucket_size` in 16 bits (1 GB). Stage 3 holds
+#: one from start-up; stages 1 and 2 hold theirs in the backward pass only.
+BUCKET = 2 * DeepSpeed().reduce_bucket_size
 #: DeepSpeed's stage 3 makes the step's copies one sub-group of this many elements at a time (its default).
 SUB_GROUP = DeepSpeed().sub_group_size
-#: Mixed-precision Adam at its optimizer step, as a recipe: the step's extra bytes counted with the optimizer
-#: state, so that they are split where it is (DeepSpeed's stages 1 to 3) and kept whole where it is (stage 0).
-AT_STEP = custom(
-    MIXED_ADAM.weight_bytes,
-    MIXED_ADAM.grad_bytes,
-    MIXED_ADAM.optimizer_bytes + STEP_EXTRA,
-    name="mixed-adam at its optimizer step",
-)
 
 
-def _bucket(stage: Stage) -> int:
-    """What no GPU count divides beyond the recipe: stage 3's gradient bucket, held from start-up."""
-    return STAGE3_BUCKET if stage is Stage.ZERO3 else 0
-
-
-def at_step(params: int, gpus: int, stage: StageLike) -> Fraction:
-    """Bytes a GPU holds at its optimizer step: the model state with the step's copies (`AT_STEP`); at stage 3
-    the copies of at most one sub-group (SUB_GROUP elements), and its gradient bucket."""
-    stage = as_stage(stage)
-    if stage is not Stage.ZERO3:
-        return memory.per_gpu(params, gpus, stage, AT_STEP).total
-    held = memory.per_gpu(params, gpus, stage)  # checks the inputs
-    return held.total + STEP_EXTRA * min(Fraction(params, gpus), SUB_GROUP) + _bucket(stage)
+def copied(params: int, gpus: int, stage: StageLike) -> Fraction:
+    """Elements whose step copies a GPU holds at once: every parameter under DDP (stage 0), the GPU's shard
+    under DeepSpeed's stages 1 and 2, and at stage 3 at most one sub-group of it (SUB_GROUP elements)."""
+    params, gpus, stage = checks.params(params), checks.gpus(gpus), as_stage(stage)
+    shard = Fraction(params, gpus)
+    return {Stage.DP: Fraction(params), Stage.ZERO3: min(shard, SUB_GROUP)}.get(stage, shard)
 
 
 def extra(params: int, gpus: int, stage: StageLike) -> Fraction:
     """What a GPU holds at its optimizer step beyond the paper's model state, in bytes: 6Ψ under DDP
     (stage 0), 6Ψ/N under DeepSpeed (at stage 3 one sub-group's at most), and stage 3's gradient bucket."""
-    return at_step(params, gpus, stage) - memory.per_gpu(params, gpus, stage).total
+    bucket = BUCKET if as_stage(stage) is Stage.ZERO3 else 0
+    return STEP_EXTRA * copied(params, gpus, stage) + bucket
+
+
+def at_step(params: int, gpus: int, stage: StageLike) -> Fraction:
+    """Bytes a GPU holds at its optimizer step: the paper's model state and `extra`."""
+    return memory.per_gpu(params, gpus, stage).total + extra(params, gpus, stage)
 
 
 def fewest_gpus(params: int, card: Size, stage: StageLike) -> int | None:

@@ -3,7 +3,7 @@ paper's count (what a GPU keeps between steps), the estimator's, and what a GPU 
 
 The paper's and the estimator's bytes per kind come from `counts.PLACES`, the table the lesson shows first;
 the step's two copies from `step_check` (DeepSpeed's step flattens the gradient shard in 16 bits, then casts
-it to fp32; stage 3 one sub-group at a time); stage 3's gradient bucket from `step_check.STAGE3_BUCKET`; the
+it to fp32; stage 3 one sub-group at a time); stage 3's gradient bucket from `step_check.BUCKET`; the
 estimator's largest-layer buffer from `ds_estimator.zero3`. The tests set each bar's total against
 `memory.per_gpu`, `ds_estimator` and `step_check.at_step`, which count the same bytes their own way.
 """
@@ -36,7 +36,10 @@ MOMENTS = ("paper", "estimator", "at the step")
 #: counts.PLACES' rows for the paper and the estimator without offload, by stage.
 _ROWS = {Stage.ZERO2: counts.NO_OFFLOAD[:2], Stage.ZERO3: counts.NO_OFFLOAD[2:]}
 #: What the step adds per shard element: its flattened 16-bit copy, then that copy's fp32 cast.
-_STEP_COPIES = {"flattened 16-bit gradient copy": 2, "fp32 gradient copy": step_check.STEP_EXTRA - 2}
+_STEP_COPIES = {
+    "flattened 16-bit gradient copy": step_check.FLAT_COPY,
+    "fp32 gradient copy": step_check.FP32_COPY,
+}
 
 
 def _kinds(row: str) -> tuple[dict[str, int], dict[str, int]]:
@@ -94,18 +97,21 @@ def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]
     """Bytes per GPU on one node of `gpus`, by item, per stage and count: {"ZeRO-2, at the step": ...}."""
     params, gpus = checks.params(params), checks.gpus_per_node(gpus, "gpus")
     layer = checks.whole("largest", largest, low=0, high=params)
-    buffer = ds_estimator.zero3(params, layer, gpus, cpu_offload=False, cpu_offload_params=False).gpu_bytes
-    buffer -= ds_estimator.zero3(params, 0, gpus, cpu_offload=False, cpu_offload_params=False).gpu_bytes
+    line = {"cpu_offload": False, "cpu_offload_params": False}  # the estimator's buffer: its line with the
+    buffer = ds_estimator.zero3(
+        params, layer, gpus, **line
+    ).gpu_bytes  # largest layer less its line with none
+    buffer -= ds_estimator.zero3(params, 0, gpus, **line).gpu_bytes
     out = {}
     for stage in _ROWS:
         for moment, (split, whole) in per_element(stage).items():
             held = {item: Fraction(split[item] * params, gpus) + whole[item] * params for item in ITEMS}
-            if stage is Stage.ZERO3 and moment == MOMENTS[1]:
-                held["largest layer's buffer"] += buffer
-            if stage is Stage.ZERO3 and moment == MOMENTS[2]:  # the copies of one sub-group at most
-                one = min(Fraction(params, gpus), step_check.SUB_GROUP)
-                held |= {item: size * one for item, size in _STEP_COPIES.items()}
-                held["gradient bucket"] += step_check.STAGE3_BUCKET
+            if moment == MOMENTS[2]:  # the copies of as many elements as step_check holds at once
+                copied = step_check.copied(params, gpus, stage)
+                held |= {item: size * copied for item, size in _STEP_COPIES.items()}
+            if stage is Stage.ZERO3:
+                held["largest layer's buffer"] += buffer if moment == MOMENTS[1] else 0
+                held["gradient bucket"] += step_check.BUCKET if moment == MOMENTS[2] else 0
             out[f"{stage.label}, {moment}"] = held
     return out
 
