@@ -30,8 +30,8 @@ def held(place) -> int:
 def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
     zero2, zero3, params, nvme = placements(8)
     assert zero2.held["GPU"] == (
-        ("16-bit weights, whole", 16),
-        ("  (2Ψ: 2 B × 8 shards)", None),
+        ("whole 16-bit weights", 16),
+        ("  (2 B × 8 shards: 2Ψ)", None),
     )  # 8 shards' worth
     assert params.held["GPU"] == nvme.held["GPU"] == (("no shard kept", 0), ("layers: up as they run", None))
     assert held(zero2.held["host"]) == sum(offload.DEEPSPEED_ZERO2_HOST.values()) == 18
@@ -44,6 +44,8 @@ def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
     assert held(nvme.held["host"]) == 2 + 2 + 16  # gradients, weights under max_in_cpu, staging buffers
     per_element = offload.link_bytes(10**9, 8, Stage.ZERO3, link="nvme") / (10**9 // 8)
     assert link_bytes(nvme.links["host", "NVMe drive"]) == (per_element, per_element) == (32, 32)
+    written = nvme.links["host", "NVMe drive"][0]  # the gradients' write, the part that can hide
+    assert written == f"fp32 grads written {offload.NVME_GRAD_BYTES} B" and link_bytes([written]) == (4, 4)
     assert ("  (at the default sub_group_size)", None) in nvme.held[
         "host"
     ]  # the buffers' size is the default's
@@ -52,7 +54,7 @@ def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
 
 
 def test_the_whole_weights_scale_with_the_gpus_and_bad_counts_are_refused():
-    assert placements(4)[0].held["GPU"] == (("16-bit weights, whole", 8), ("  (2Ψ: 2 B × 4 shards)", None))
+    assert placements(4)[0].held["GPU"] == (("whole 16-bit weights", 8), ("  (2 B × 4 shards: 2Ψ)", None))
     with pytest.raises(ValueError, match="gpus"):
         placements(0)
 

@@ -31,25 +31,37 @@ def test_the_drawing_ends_where_the_step_does(name):
     assert max(s.end for s in drawn) == STEPS[name].total
     assert all(s.lane in LANES and s.start < s.end for s in drawn)
     (cpu,) = [s for s in drawn if s.lane == "CPU"]
-    trips_before = [s for s in drawn if s.lane == "PCIe" and s.start < cpu.start]
+    trips_before = [s for s in drawn if s.lane == "PCIe" and s.start < cpu.start and not s.last]
     assert cpu.start == max(s.end for s in [*trips_before, *(s for s in drawn if s.lane == "GPU")])
+    # a last bucket's outline runs from where its trip stops adding to where it adds the most
+    outlines = [s for s in drawn if s.last]
+    assert STEPS[name].total + sum(s.end - s.start for s in outlines) == STEPS[name].most
 
 
 def test_stage_2_waits_for_the_first_layers_gradients():
-    """Lesson 07's table: the trip starts as the backward pass's last 1/8 does and ends 0.0476 s after it."""
+    """Lesson 07's table: the trip starts as the backward pass's last 1/8 does and ends 0.0476 s after it;
+    a full last bucket (5e8 elements at 4 B, 0.08 s after the pass) would end 0.0324 s later still."""
     compute = Fraction("1.2288")
-    gpu, (hidden, down, back), cpu = ([s for s in spans(STEPS["ZeRO-2"]) if s.lane == lane] for lane in LANES)
+    gpu, (hidden, down, last, back), cpu = (
+        [s for s in spans(STEPS["ZeRO-2"]) if s.lane == lane] for lane in LANES
+    )
     assert gpu[1].end == compute and gpu[0].end == compute / 3
     assert (hidden.start, hidden.end, hidden.spread) == (compute - compute * 2 / 3 / 8, compute, True)
-    assert (down.start, down.end, down.spread) == (compute, compute + Fraction("0.0476"), False)
-    assert down.label == "gradients down: 4 B, 0.15 s; adds 0.048 s"
+    assert (down.start, down.end, down.spread, down.label) == (
+        compute,
+        compute + Fraction("0.0476"),
+        False,
+        "",
+    )
+    assert (last.start, last.end, last.last) == (down.end, compute + Fraction("0.08"), True)
+    assert last.label == "4 B, 0.15 s; adds 0.048 to 0.08 s (last bucket)"
     assert cpu[0].start == down.end and cpu[0].label == "the CPU's Adam step, at least 1.05 s"
     assert (back.start, back.label) == (cpu[0].end, "weights back: 2 B, 0.075 s")
 
 
 def test_hidden_trips_spread_over_their_pass():
     compute = Fraction("1.2288")
-    trips = [s for s in spans(STEPS["ZeRO-3, parameters"]) if s.lane == "PCIe"]
+    trips = [s for s in spans(STEPS["ZeRO-3, parameters"]) if s.lane == "PCIe" and not s.last]
     assert [(s.start, s.end, s.spread) for s in trips] == [
         (0, compute / 3, True),
         (compute / 3, compute, True),
@@ -79,8 +91,11 @@ def test_the_figure_has_a_panel_per_step_and_marks_its_end():
     fig = plot_offload_steps({k: STEPS[k] for k in ("ZeRO-2", "ZeRO-3")}, "title")
     assert len(fig.axes) == 2
     for ax, name in zip(fig.axes, ("ZeRO-2", "ZeRO-3"), strict=True):
-        ends = [line.get_xdata()[0] for line in ax.get_lines()]
-        assert ends == [float(STEPS[name].total)] and ax.get_title(loc="left") == name
+        ends = [line.get_xdata()[0] for line in ax.get_lines()]  # the least and the most
+        assert (
+            ends == [float(STEPS[name].total), float(STEPS[name].most)] and ax.get_title(loc="left") == name
+        )
+        assert f"{float(STEPS[name].most):.3f} s" in " ".join(t.get_text() for t in ax.texts)
     with pytest.raises(TypeError, match="steps must be a non-empty dict of name -> Step"):
         plot_offload_steps({})
     with pytest.raises(TypeError, match="step must be"):

@@ -25,8 +25,8 @@ INCLUDES = {
     "the package's count": "the paper's bytes, placed as the ZeRO-Offload and ZeRO-Infinity papers design "
     "it: what leaves a GPU lands on the host in the same bytes",
     "DeepSpeed's code": "what DeepSpeed's source keeps on GPU and host once the model is partitioned, "
-    "and sends over PCIe: more than the design, as its gradients go to the host in fp32; read from its code, "
-    "printed by no DeepSpeed function",
+    "and sends over PCIe: more than the design, as its gradients go to the host in fp32; this package works "
+    "it out by reading DeepSpeed's source, as no DeepSpeed function prints it",
     "DeepSpeed's estimator": "what DeepSpeed's memory estimate functions print (lesson 06), converted from "
     "their GiB to decimal GB: on the GPU, the model state left there and, where parameters are gathered, an "
     "allowance for the largest layer; on the host, fp32 copies and a safety margin; no traffic",

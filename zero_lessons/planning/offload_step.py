@@ -6,7 +6,10 @@ thirds of the compute: 4Ψ of the 6Ψ FLOPs per token), and only what outlasts i
 stage 3 every GPU gets its slice of each gradient as it is reduced, so its trip can spread over the whole
 backward pass. At stages 1 and 2 each GPU owns a contiguous slice of the flat buffer, and the GPU that owns
 the first layers gets its gradients only in about the last 1/N of the backward pass: its trip hides only
-there, and the step waits for it. The CPU's Adam step needs every gradient, and the updated 16-bit weights
+there, and the step waits for it. The gradients go down bucket by bucket, and the last bucket's copy can
+start only once the pass has reduced it, at the pass's end: a trip adds from what outlasts its window up to
+that copy's time (`Phase.most`), as the last bucket may hold anything from a few elements to a whole
+`reduce_bucket_size` (`BUCKET`). The CPU's Adam step needs every gradient, and the updated 16-bit weights
 come back only after it, so both wait. Collectives between GPUs are left out.
 
 The CPU's Adam step is no byte count. Unless it is given, it is scaled from one report (DeepSpeed issue 6834:
@@ -23,6 +26,7 @@ from fractions import Fraction
 from .. import checks, memory, tables, units
 from ..stages import Stage, StageLike
 from . import offload
+from .step_knobs import DeepSpeed
 
 #: DeepSpeed issue 6834: seconds of the CPU's Adam step, and parameters each node's CPUs updated (72 B on 4).
 ISSUE_6834 = (10, 72 * 10**9 // 4)
@@ -36,6 +40,9 @@ GUESS = "measure it; guessed here from one slow report"
 FLOOR = "measure it; at least the time its bytes take through host memory"
 #: Longest CPU step `step` accepts, in seconds (a day).
 MAX_CPU_STEP = 86_400
+#: DeepSpeed's default `reduce_bucket_size`, in elements: the most the last bucket of gradients can hold (at
+#: stage 3 each GPU's slice of it, 1/N).
+BUCKET = DeepSpeed().reduce_bucket_size
 
 
 #: What the compute row of the step stands for: the GPU's work alone, before any offload is added.
@@ -59,6 +66,15 @@ class Phase:
     #: for a trip during a pass, the seconds at the pass's end in which it can run (all of the pass but at
     #: stages 1 and 2, whose gradients reach the last GPU in the backward pass's last 1/N); else None
     window: Fraction | None = None
+    #: for a trip during the backward pass, the seconds its last bucket's copy takes, which can start only
+    #: when the pass ends; 0 when it has none
+    last: Fraction = Fraction(0)
+
+    @property
+    def most(self) -> Fraction:
+        """The most it can add to the step: what outlasts its window, or its last bucket's copy if longer.
+        The least is `adds`, with a last bucket of a few elements."""
+        return max(self.adds, self.last)
 
 
 @dataclass(frozen=True)
@@ -70,25 +86,33 @@ class Step:
 
     @property
     def total(self) -> Fraction:
-        """Seconds per step: what every phase adds."""
+        """Seconds per step, the least: what every phase adds, with the last buckets' copies at nothing."""
         return sum((phase.adds for phase in self.phases), Fraction(0))
+
+    @property
+    def most(self) -> Fraction:
+        """Seconds per step, the most: with every last bucket full (`Phase.most`)."""
+        return sum((phase.most for phase in self.phases), Fraction(0))
 
     def rows(self) -> list[list[str]]:
         """The phases and the total as table rows. An estimated CPU step reads "at least X" (its floor, to
         0.01 s) or "guess: about X" (scaled from issue 6834, to 0.1 s), labelled FLOOR or GUESS; the total is
-        then what was counted plus "the CPU's step", with the estimated sum beside it."""
+        then what was counted plus "the CPU's step", with the estimated sum beside it. What a last bucket can
+        add shows as a range, "least to most"."""
         rows = [
             ["phase", "PCIe bytes per shard element", "seconds alone", "hides behind compute?", "adds, s"]
         ]
         for p in self.phases:
             pcie = "—" if p.pcie is None else str(p.pcie)
             name = f"{p.name} ({FLOOR if p.floor is not None else GUESS})" if p.estimated else p.name
-            rows.append([name, pcie, _shown(p.seconds, p), p.why, _shown(p.adds, p)])
-        total = f"**{units.format_number(self.total)}**"
+            adds = _shown(p.adds, p) + (f" to {units.format_number(p.most)}" if p.most > p.adds else "")
+            rows.append([name, pcie, _shown(p.seconds, p), p.why, adds])
+        total = f"**{_span(self.total, self.most)}**"
         estimated = [p for p in self.phases if p.estimated]
         if estimated:  # what is counted in bold, the estimated sum beside it
-            known = sum((p.adds for p in self.phases if not p.estimated), Fraction(0))
-            total = f"**{units.format_number(known)} + the CPU's step** ({_shown(self.total, estimated[0])})"
+            cpu = estimated[0].adds
+            counted = _span(self.total - cpu, self.most - cpu)
+            total = f"**{counted} + the CPU's step** ({_shown(self.total, estimated[0], self.most)})"
         rows.append(["**the step**", "", "", "", total])
         return rows
 
@@ -97,13 +121,21 @@ class Step:
         return tables.markdown(self.rows(), ["---", "--:", "--:", "---", "--:"])
 
 
-def _shown(seconds: Fraction, phase: Phase) -> str:
-    """`seconds` as the table shows them for `phase`: exact when counted, else as its floor or guess."""
+def _span(least: Fraction, most: Fraction) -> str:
+    """Seconds as "least to most", or one number when they agree."""
+    shown = units.format_number(least)
+    return shown if most == least else f"{shown} to {units.format_number(most)}"
+
+
+def _shown(seconds: Fraction, phase: Phase, most: Fraction | None = None) -> str:
+    """`seconds` (to `most`, when given and larger) as the table shows them for `phase`: exact when counted,
+    else as its floor (to 0.01 s) or guess (to 0.1 s)."""
+    digits = 3 if not phase.estimated else 2 if phase.floor is not None else 1
+    shown = units.format_number(seconds, digits)
+    shown += f" to {units.format_number(most, digits)}" if most is not None and most > seconds else ""
     if not phase.estimated:
-        return units.format_number(seconds)
-    if phase.floor is not None:
-        return f"at least {units.format_number(seconds, 2)}"
-    return f"guess: about {units.format_number(seconds, 1)}"
+        return shown
+    return f"at least {shown}" if phase.floor is not None else f"guess: about {shown}"
 
 
 def cpu_adam_seconds(params_per_node: int) -> Fraction:
@@ -162,13 +194,29 @@ def _window(stage: Stage, backward: Fraction, gpus: int) -> tuple[Fraction, str]
 
 
 def _hidden(
-    name: str, pcie: int, seconds: Fraction, window: Fraction, where: str, during: str = "backward"
+    name: str,
+    pcie: int,
+    seconds: Fraction,
+    window: Fraction,
+    where: str,
+    during: str = "backward",
+    last: Fraction = Fraction(0),
 ) -> Phase:
     """A PCIe trip that runs during `where` (`window` seconds of compute, in the pass `during`): only what
-    outlasts it adds."""
+    outlasts it adds, and up to `last` seconds for its last bucket's copy, which starts when the pass ends."""
     outlasts = max(seconds - window, Fraction(0))
     hides = f"partly: it outlasts {where}" if outlasts else f"yes: during {where}"
-    return Phase(name, pcie, seconds, outlasts, hides, during=during, window=window)
+    if last and not outlasts:
+        hides = f"mostly: during {where}; its last bucket's copy comes after the pass"
+    return Phase(name, pcie, seconds, outlasts, hides, during=during, window=window, last=last)
+
+
+def _last_bucket(stage: Stage, elements: int, gpus: int, rate: Fraction) -> Fraction:
+    """Seconds of the last gradient bucket's copy down, at its largest: a whole `BUCKET` of the GPU's
+    own gradients at stages 1 and 2 (the first layers' GPU owns the pass's last buckets outright), its
+    1/N slice of one at stage 3; never more than the shard. Its bytes are the backward pass's trips."""
+    mine = Fraction(BUCKET, gpus) if stage == Stage.ZERO3 else Fraction(BUCKET)
+    return offload.DEEPSPEED_BACKWARD[stage] * min(mine, elements) / rate
 
 
 def step(
@@ -199,10 +247,12 @@ def step(
     share = RECOMPUTED_BACKWARD_SHARE if recompute else BACKWARD_SHARE  # the backward pass's share
     adam = _cpu_adam(params, gpus, gpus_per_node, cpu_step, host_bandwidth)
     first = Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY)
+    last = _last_bucket(stage, elements, gpus, rate)
     if parameters:
-        return Step((first, *_parameter_trips(elements, rate, compute, share), adam), share)
+        return Step((first, *_parameter_trips(elements, rate, compute, share, last), adam), share)
     what, down_bytes = _down(stage)
-    trip = _hidden(what, down_bytes, down_bytes * elements / rate, *_window(stage, share * compute, gpus))
+    window = _window(stage, share * compute, gpus)
+    trip = _hidden(what, down_bytes, down_bytes * elements / rate, *window, last=last)
     return Step((first, trip, adam, _back(elements, rate)), share)
 
 
@@ -214,17 +264,18 @@ def _back(elements: int, rate: Fraction) -> Phase:
 
 
 def _parameter_trips(
-    elements: int, rate: Fraction, compute: Fraction, share: Fraction
+    elements: int, rate: Fraction, compute: Fraction, share: Fraction, last: Fraction
 ) -> tuple[Phase, Phase]:
     """With the parameters on the host too (DeepSpeed's code, `counts.PARAMS_PCIE`): each layer's 16-bit
     weight shard comes up for the forward pass, hidden behind it; in the backward pass the gradients' trips
     and, unless the layer is still held, the weights again (the cautious 10 bytes, not 8). The CPU writes the
-    updated weights into the host's copy, so nothing comes back after its step."""
+    updated weights into the host's copy, so nothing comes back after its step. `last`: the last gradient
+    bucket's copy, after the backward pass."""
     forward = 1 - share
     up, backward = 2, offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2
     return (
         _hidden("weights up for the forward pass (16-bit)", up, up * elements / rate, forward * compute,
                 "the forward pass", "forward"),
         _hidden("gradients down and back (16-bit), down (fp32); weights up again unless still held", backward,
-                backward * elements / rate, share * compute, "the backward pass"),
+                backward * elements / rate, share * compute, "the backward pass", last=last),
     )  # fmt: skip

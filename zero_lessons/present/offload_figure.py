@@ -57,7 +57,14 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
     staging = nvme_buffers.BUFFER_COUNT * nvme_buffers.FP32  # one sub-group: the whole shard by default
     nvme = int(offload.link_bytes(1, 1, Stage.ZERO3, link="nvme"))  # one parameter on one GPU: per element
     shard, layers = (("16-bit weight shard", 2),), (("no shard kept", 0), ("layers: up as they run", None))
-    weights = (("16-bit weights, whole", whole), (f"  (2Ψ: 2 B × {gpus} shards)", None))
+    weights = (("whole 16-bit weights", whole), (f"  (2 B × {gpus} shards: 2Ψ)", None))
+    state = (nvme - 2 * offload.NVME_GRAD_BYTES) // 2  # the optimizer state, read and written
+    grads = offload.NVME_GRAD_BYTES  # the fp32 gradients, written in the backward pass and read at the step
+    drive = (
+        f"fp32 grads written {grads} B",
+        f"state read, written {state} + {state} B",
+        f"fp32 grads read {grads} B",
+    )
     return (
         Placement("ZeRO-2, optimizer on the host", {"GPU": weights,
                   "host": _rows(offload.DEEPSPEED_ZERO2_HOST)}, {("GPU", "host"): (DOWN, BACK)}),
@@ -72,7 +79,7 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
                             ("pinned staging buffers", staging), ("  (at the default sub_group_size)", None)),
                    "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE),
-                   ("host", "NVMe drive"): (f"read, written ↔ {nvme} B",)}),
+                   ("host", "NVMe drive"): drive}),
     )  # fmt: skip
 
 

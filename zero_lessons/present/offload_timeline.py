@@ -1,9 +1,10 @@
 """One offloaded step drawn against time: the GPU's passes, the PCIe trips and the CPU's Adam step, one lane
 each, from `planning.offload_step.step`. A trip that hides is drawn faint across the part of its pass it can
 run in (`Phase.window`: the whole pass, or at stages 1 and 2 the backward pass's last 1/N); one that outlasts
-that part is drawn faint there, and solid for the time the step waits.
+that part is drawn faint there, and solid for the time the step waits. A trip's last bucket, copied after
+its pass, is drawn in outline for as long as it can add (`Phase.most`, from nothing up to that).
 The CPU's step starts once every gradient is down, and a trip after it starts when it ends, so the last bar
-ends at `Step.total`.
+ends at `Step.total`, the least; the step ends from there up to `Step.most`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ..planning.offload_step import Step
 #: The lanes, top to bottom, and the colour of what runs in each.
 LANES = ("GPU", "PCIe", "CPU")
 COLOURS = {"forward": "#9ecae1", "backward": "#3182bd", "trip": "#e6842a", "cpu": "#8c564b"}
+#: How a last bucket's copy is drawn: an outline, as it may add nothing or all of its length.
+LAST = {"facecolor": "white", "edgecolor": COLOURS["trip"], "hatch": "..", "lw": 1.0, "ls": "--"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Span:
     label: str  #: what runs, with its seconds
     colour: str  #: a key of COLOURS
     spread: bool = False  #: True for copies spread over a pass, hidden behind its compute
+    last: bool = False  #: True for a last bucket's copy, which adds from nothing up to its length
 
 
 def spans(step: Step) -> tuple[Span, ...]:
@@ -51,13 +55,18 @@ def spans(step: Step) -> tuple[Span, ...]:
         if phase.during in passes:
             end = passes[phase.during][1]
             start = end - phase.window  # the part of the pass the trip can run in, at the pass's end
+            last = phase.most > phase.adds  # its last bucket's copy, after the pass, can add more
             if phase.adds:  # it outlasts the pass: hidden until the pass ends, then the step waits for it
+                adds = f"{_s(phase.adds)[:-2]} to {_s(phase.most)}" if last else _s(phase.adds)
                 out.append(Span("PCIe", start, end, "", "trip", True))
-                out.append(
-                    Span("PCIe", end, end + phase.adds, f"{_trip(phase)}; adds {_s(phase.adds)}", "trip")
-                )
+                label = "" if last else f"{_trip(phase)}; adds {adds}"  # then the outline carries it
+                out.append(Span("PCIe", end, end + phase.adds, label, "trip"))
+                label = f"{phase.pcie} B, {_s(seconds)}; adds {adds} (last bucket)"
             else:
                 out.append(Span("PCIe", start, end, f"{phase.pcie} B, {_s(seconds)}", "trip", True))
+                label = f"last bucket: up to {_s(phase.last)}"
+            if last:
+                out.append(Span("PCIe", end + phase.adds, end + phase.most, label, "trip", last=True))
             cursor = max(cursor, end + phase.adds)
         elif phase.during == "cpu":
             shown = f"at least {_s(seconds)}" if phase.floor is not None else _s(seconds)
@@ -85,25 +94,26 @@ def plot_offload_steps(steps: dict, title: str = "") -> Figure:
     if not isinstance(steps, dict) or not steps:
         raise TypeError(f"steps must be a non-empty dict of name -> Step, got {checks.shown(steps)}")
     drawn = {name: spans(step) for name, step in steps.items()}
-    end = max(float(step.total) for step in steps.values())
+    end = max(float(step.most) for step in steps.values())
     fig, axes = plt.subplots(
-        len(steps), 1, figsize=(7.84, 1.55 * len(steps) + 0.4), sharex=True, squeeze=False
+        len(steps), 1, figsize=(7.84, 1.55 * len(steps) + 0.7), sharex=True, squeeze=False
     )
     for ax, (name, step) in zip(axes[:, 0], steps.items(), strict=True):
         for span in drawn[name]:
             y = len(LANES) - 1 - LANES.index(span.lane)
             width = float(span.end - span.start)
-            ax.barh(y, width, left=float(span.start), height=0.62, color=COLOURS[span.colour],
-                    alpha=0.35 if span.spread else 1, hatch="//" if span.spread else None,
-                    edgecolor="#555", lw=0.5)  # fmt: skip
+            if span.last:  # outlined: it may add nothing or all of this
+                ax.barh(y, width, left=float(span.start), height=0.62, **LAST)
+            else:
+                ax.barh(y, width, left=float(span.start), height=0.62, color=COLOURS[span.colour],
+                        alpha=0.35 if span.spread else 1, hatch="//" if span.spread else None,
+                        edgecolor="#555", lw=0.5)  # fmt: skip
             inside = span.lane != "PCIe" or span.spread  # a solid trip is short: its label goes beside it
             x = float(span.start) + (width / 2 if inside else width + 0.01 * end)
             dark = span.colour in ("backward", "cpu") and not span.spread
             ax.text(x, y, span.label, fontsize=6.5, va="center", ha="center" if inside else "left",
                     color="white" if dark else "black")  # fmt: skip
-        total = float(step.total)
-        ax.axvline(total, color="crimson", ls="--", lw=0.9)
-        ax.text(total, len(LANES) - 0.45, f" step ends: {_s(step.total)}", fontsize=7, color="crimson")
+        _ends(ax, step)
         ax.set_yticks(range(len(LANES)), LANES[::-1], fontsize=7.5)
         ax.set_ylim(-0.5, len(LANES) - 0.2)
         ax.set_title(name, fontsize=8.5, loc="left", pad=2)
@@ -113,13 +123,24 @@ def plot_offload_steps(steps: dict, title: str = "") -> Figure:
     _legend(fig)
     axes[-1, 0].set_xlabel("seconds into the step", fontsize=8)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
     plt.close(fig)
     return fig
 
 
+def _ends(ax, step: Step) -> None:
+    """Where the step ends: a dashed line at its least (`Step.total`), a dotted one at its most."""
+    total, most = float(step.total), float(step.most)
+    ax.axvline(total, color="crimson", ls="--", lw=0.9)
+    if most > total:
+        ax.axvline(most, color="crimson", ls=":", lw=0.9)
+    ends = _s(step.total) if most == total else f"{_s(step.total)[:-2]} to {_s(step.most)}"
+    ax.text(most, len(LANES) - 0.45, f" step ends: {ends}", fontsize=7, color="crimson")
+
+
 def _legend(fig: Figure) -> None:
-    """The two kinds of PCIe bar: solid, the step waits for it; faint, spread over its pass and hidden."""
+    """The three kinds of PCIe bar: solid, the step waits for it; faint, spread over its pass and hidden;
+    outlined, a last bucket's copy, which may add nothing or all of it."""
     faint = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
     waits = Patch(color=COLOURS["trip"], label="PCIe copies the step waits for")
     hidden = Patch(
@@ -127,5 +148,9 @@ def _legend(fig: Figure) -> None:
         label="PCIe copies spread over the part of a pass they run in, hidden behind it",
         **faint,
     )
-    fig.legend(handles=[waits, hidden], loc="upper center", bbox_to_anchor=(0.5, 0.955), ncol=2, fontsize=7,
-               frameon=False)  # fmt: skip
+    last = Patch(
+        label="a last gradient bucket's copy, after its pass: it adds from nothing up to this", **LAST
+    )
+    top = 1 - 0.27 / fig.get_figheight()  # just under the title
+    fig.legend(handles=[waits, hidden, last], loc="upper center", bbox_to_anchor=(0.5, top), ncol=1,
+               fontsize=7, frameon=False)  # fmt: skip
