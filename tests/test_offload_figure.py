@@ -46,9 +46,7 @@ def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
     assert link_bytes(nvme.links["host", "NVMe drive"]) == (per_element, per_element) == (32, 32)
     written = nvme.links["host", "NVMe drive"][0]  # the gradients' write, the part that can hide
     assert written == f"fp32 grads written {offload.NVME_GRAD_BYTES} B" and link_bytes([written]) == (4, 4)
-    assert ("  (at the default sub_group_size)", None) in nvme.held[
-        "host"
-    ]  # the buffers' size is the default's
+    assert ("  (default sub_group_size)", None) in nvme.held["host"]  # the buffers' size is the default's
     staging = dict(nvme.held["host"])["pinned staging buffers"]
     assert staging == nvme_buffers.staging_bytes([10**6]) // 10**6 == 16  # one sub-group
 

@@ -20,7 +20,7 @@ from ..planning import nvme_buffers, offload
 from ..stages import Stage
 
 #: Where a box stands in its row (x of its left edge) and what it is called.
-PLACES = {"GPU": 0.0, "host": 4.5, "NVMe drive": 9.2}
+PLACES = {"GPU": 0.0, "host": 4.5, "NVMe drive": 9.6}
 WIDTHS = {"GPU": 2.4, "host": 2.5, "NVMe drive": 2.5}  #: each box's width
 ROW_HEIGHT, LINE = 1.9, 0.2
 FILL = {"GPU": "#dceaf7", "host": "#f6e6cc", "NVMe drive": "#e3e3e3"}
@@ -76,7 +76,7 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
         Placement("ZeRO-3, optimizer and parameters set to NVMe (weights kept on the host: max_in_cpu)",
                   {"GPU": layers,
                    "host": (("16-bit gradients", 2), ("16-bit weights", 2),
-                            ("pinned staging buffers", staging), ("  (at the default sub_group_size)", None)),
+                            ("pinned staging buffers", staging), ("  (default sub_group_size)", None)),
                    "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
                   {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE),
                    ("host", "NVMe drive"): drive}),

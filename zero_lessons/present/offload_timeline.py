@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .. import checks, units
@@ -139,18 +140,27 @@ def _ends(ax, step: Step) -> None:
 
 
 def _legend(fig: Figure) -> None:
-    """The three kinds of PCIe bar: solid, the step waits for it; faint, spread over its pass and hidden;
-    outlined, a last bucket's copy, which may add nothing or all of it."""
+    """The three kinds of PCIe bar (solid, the step waits for it; faint, spread over its pass and hidden;
+    outlined, a last bucket's copy, which may add nothing or all of it) and the lines where a step ends."""
     faint = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
-    waits = Patch(color=COLOURS["trip"], label="PCIe copies the step waits for")
-    hidden = Patch(
-        facecolor=COLOURS["trip"],
-        label="PCIe copies spread over the part of a pass they run in, hidden behind it",
-        **faint,
-    )
-    last = Patch(
-        label="a last gradient bucket's copy, after its pass: it adds from nothing up to this", **LAST
-    )
+    handles = [
+        Patch(color=COLOURS["trip"], label="PCIe copies the step waits for"),
+        Patch(
+            facecolor=COLOURS["trip"],
+            label="PCIe copies hidden behind a pass, spread over where they run",
+            **faint,
+        ),
+        Patch(label="a last bucket's copy, after its pass: it adds from nothing up to this", **LAST),
+        Line2D(
+            [],
+            [],
+            color="crimson",
+            ls="--",
+            lw=0.9,
+            label="the step ends, last bucket nearly empty (as drawn)",
+        ),
+        Line2D([], [], color="crimson", ls=":", lw=0.9, label="the step ends, last bucket full"),
+    ]
     top = 1 - 0.27 / fig.get_figheight()  # just under the title
-    fig.legend(handles=[waits, hidden, last], loc="upper center", bbox_to_anchor=(0.5, top), ncol=1,
-               fontsize=7, frameon=False)  # fmt: skip
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=2, fontsize=6.5,
+               frameon=False)  # fmt: skip
