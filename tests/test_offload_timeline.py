@@ -66,9 +66,9 @@ def test_hidden_trips_spread_over_their_pass():
         (0, compute / 3, True),
         (compute / 3, compute, True),
     ]  # weights up in the forward pass; the backward pass's 10 B
-    assert [s.label for s in trips] == ["2 B, 0.075 s", "10 B, 0.375 s"]
+    assert [s.label for s in trips] == ["2 B, 0.075 s", "10 B, 0.375 s in all"]
     (three,) = [s for s in spans(STEPS["ZeRO-3"]) if s.lane == "PCIe" and s.spread]
-    assert (three.start, three.end, three.label) == (compute / 3, compute, "8 B, 0.3 s")
+    assert (three.start, three.end, three.label) == (compute / 3, compute, "8 B, 0.3 s in all")
 
 
 def test_with_recomputation_the_forward_pass_is_a_quarter_of_the_compute():

@@ -64,8 +64,9 @@ def spans(step: Step) -> tuple[Span, ...]:
                 out.append(Span("PCIe", end, end + phase.adds, label, "trip"))
                 label = f"{phase.pcie} B, {_s(seconds)}; adds {adds} (last bucket)"
             else:
-                out.append(Span("PCIe", start, end, f"{phase.pcie} B, {_s(seconds)}", "trip", True))
-                label = f"last bucket: up to {_s(phase.last)}"
+                whole = " in all" if last else ""  # the outline after the pass is part of it
+                out.append(Span("PCIe", start, end, f"{phase.pcie} B, {_s(seconds)}{whole}", "trip", True))
+                label = f"its last bucket: up to {_s(phase.last)} of it"
             if last:
                 out.append(Span("PCIe", end + phase.adds, end + phase.most, label, "trip", last=True))
             cursor = max(cursor, end + phase.adds)
