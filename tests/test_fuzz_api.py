@@ -35,6 +35,7 @@ from zero_lessons.explorer import views
 from zero_lessons.planning import (
     activations,
     advice,
+    bucket_tail,
     counts,
     ds_config,
     ds_estimator,
@@ -654,6 +655,15 @@ SPECS = {
         offload_step.cpu_adam_floor,
         {"params_per_node": arg(PARAMS), "bandwidth": arg(RATE)},
     ),
+    "bucket_tail.tail": (
+        bucket_tail.tail,
+        {
+            "elements": arg(PARAMS),
+            "bucket": arg(st.one_of(PARAMS, st.fractions(Fraction(1, 8), 10**9))),
+            "window": arg(st.fractions(0, 10**6)),
+            "copy": arg(st.fractions(Fraction(1, 10**15), 10)),
+        },
+    ),
     "offload_step.step": (
         offload_step.step,
         {
@@ -984,6 +994,7 @@ def test_every_public_function_is_fuzzed():
         memory,
         offload,
         offload_step,
+        bucket_tail,
         plots,
         step_check,
         recipes,

@@ -6,10 +6,10 @@ thirds of the compute: 4Ψ of the 6Ψ FLOPs per token), and only what outlasts i
 stage 3 every GPU gets its slice of each gradient as it is reduced, so its trip can spread over the whole
 backward pass. At stages 1 and 2 each GPU owns a contiguous slice of the flat buffer, and the GPU that owns
 the first layers gets its gradients only in about the last 1/N of the backward pass: its trip hides only
-there, and the step waits for it. The gradients go down bucket by bucket, and the last bucket's copy can
-start only once the pass has reduced it, at the pass's end: a trip adds from what outlasts its window up to
-that copy's time (`Phase.most`), as the last bucket may hold anything from a few elements to a whole
-`reduce_bucket_size` (`BUCKET`). The CPU's Adam step needs every gradient, and the updated 16-bit weights
+there, and the step waits for it. The gradients go down bucket by bucket of `reduce_bucket_size` (`BUCKET`;
+at stage 3 each GPU's 1/N of one), a bucket once the pass has reduced it, so the last buckets' copies end
+after the pass: `bucket_tail.tail` gives the least and the most a trip adds (`Phase.adds`, `Phase.most`), over
+where the bucket boundaries fall. The CPU's Adam step needs every gradient, and the updated 16-bit weights
 come back only after it, so both wait. Collectives between GPUs are left out.
 
 The CPU's Adam step is no byte count. Unless it is given, it is scaled from one report (DeepSpeed issue 6834:
@@ -25,7 +25,7 @@ from fractions import Fraction
 
 from .. import checks, memory, tables, units
 from ..stages import Stage, StageLike
-from . import offload
+from . import bucket_tail, offload
 from .step_knobs import DeepSpeed
 
 #: DeepSpeed issue 6834: seconds of the CPU's Adam step, and parameters each node's CPUs updated (72 B on 4).
@@ -40,8 +40,8 @@ GUESS = "measure it; guessed here from one slow report"
 FLOOR = "measure it; at least the time its bytes take through host memory"
 #: Longest CPU step `step` accepts, in seconds (a day).
 MAX_CPU_STEP = 86_400
-#: DeepSpeed's default `reduce_bucket_size`, in elements: the most the last bucket of gradients can hold (at
-#: stage 3 each GPU's slice of it, 1/N).
+#: DeepSpeed's default `reduce_bucket_size`, in elements: a bucket of gradients (at stage 3 each GPU's slice
+#: of it is 1/N).
 BUCKET = DeepSpeed().reduce_bucket_size
 
 
@@ -56,7 +56,7 @@ class Phase:
     name: str  #: what happens
     pcie: int | None  #: bytes per shard element over PCIe, None when nothing crosses it
     seconds: Fraction  #: its time alone
-    adds: Fraction  #: the seconds it adds to the step (0 when it hides behind the compute)
+    adds: Fraction  #: the seconds it adds to the step, the least (0 when it hides behind the compute)
     why: str  #: why it hides or waits
     estimated: bool = False  #: True when `seconds` is an estimate, not a count
     floor: Fraction | None = None  #: the least an estimated phase can take, when known
@@ -66,15 +66,13 @@ class Phase:
     #: for a trip during a pass, the seconds at the pass's end in which it can run (all of the pass but at
     #: stages 1 and 2, whose gradients reach the last GPU in the backward pass's last 1/N); else None
     window: Fraction | None = None
-    #: for a trip during the backward pass, the seconds its last bucket's copy takes, which can start only
-    #: when the pass ends; 0 when it has none
-    last: Fraction = Fraction(0)
+    #: for a trip made bucket by bucket, the most it can add, as the buckets fall (`bucket_tail`); else None
+    upto: Fraction | None = None
 
     @property
     def most(self) -> Fraction:
-        """The most it can add to the step: what outlasts its window, or its last bucket's copy if longer.
-        The least is `adds`, with a last bucket of a few elements."""
-        return max(self.adds, self.last)
+        """The most it can add to the step: `upto` for a bucketed trip, else `adds`."""
+        return self.adds if self.upto is None else self.upto
 
 
 @dataclass(frozen=True)
@@ -86,18 +84,18 @@ class Step:
 
     @property
     def total(self) -> Fraction:
-        """Seconds per step, the least: what every phase adds, with the last buckets' copies at nothing."""
+        """Seconds per step, the least: what every phase adds at the least (`Phase.adds`)."""
         return sum((phase.adds for phase in self.phases), Fraction(0))
 
     @property
     def most(self) -> Fraction:
-        """Seconds per step, the most: with every last bucket full (`Phase.most`)."""
+        """Seconds per step, the most: what every phase adds at the most (`Phase.most`)."""
         return sum((phase.most for phase in self.phases), Fraction(0))
 
     def rows(self) -> list[list[str]]:
         """The phases and the total as table rows. An estimated CPU step reads "at least X" (its floor, to
         0.01 s) or "guess: about X" (scaled from issue 6834, to 0.1 s), labelled FLOOR or GUESS; the total is
-        then what was counted plus "the CPU's step", with the estimated sum beside it. What a last bucket can
+        then what was counted plus "the CPU's step", with the estimated sum beside it. What the buckets can
         add shows as a range, "least to most"."""
         rows = [
             ["phase", "PCIe bytes per shard element", "seconds alone", "hides behind compute?", "adds, s"]
@@ -132,7 +130,10 @@ def _shown(seconds: Fraction, phase: Phase, most: Fraction | None = None) -> str
     else as its floor (to 0.01 s) or guess (to 0.1 s)."""
     digits = 3 if not phase.estimated else 2 if phase.floor is not None else 1
     shown = units.format_number(seconds, digits)
-    shown += f" to {units.format_number(most, digits)}" if most is not None and most > seconds else ""
+    upper = None if most is None else units.format_number(most, digits)
+    shown += (
+        f" to {upper}" if upper is not None and upper != shown else ""
+    )  # one number when they round alike
     if not phase.estimated:
         return shown
     return f"at least {shown}" if phase.floor is not None else f"guess: about {shown}"
@@ -200,23 +201,26 @@ def _hidden(
     window: Fraction,
     where: str,
     during: str = "backward",
-    last: Fraction = Fraction(0),
+    tail: tuple[Fraction, Fraction] | None = None,
 ) -> Phase:
     """A PCIe trip that runs during `where` (`window` seconds of compute, in the pass `during`): only what
-    outlasts it adds, and up to `last` seconds for its last bucket's copy, which starts when the pass ends."""
+    outlasts it adds; made bucket by bucket, it adds `tail`, least and most, as its last buckets' copies
+    end after the pass."""
     outlasts = max(seconds - window, Fraction(0))
     hides = f"partly: it outlasts {where}" if outlasts else f"yes: during {where}"
-    if last and not outlasts:
-        hides = f"mostly: during {where}; its last bucket's copy comes after the pass"
-    return Phase(name, pcie, seconds, outlasts, hides, during=during, window=window, last=last)
+    if tail is None:
+        return Phase(name, pcie, seconds, outlasts, hides, during=during, window=window)
+    if not outlasts and tail[1]:
+        hides = f"mostly: during {where}; its last buckets' copies end after it"
+    return Phase(name, pcie, seconds, tail[0], hides, during=during, window=window, upto=tail[1])
 
 
-def _last_bucket(stage: Stage, elements: int, gpus: int, rate: Fraction) -> Fraction:
-    """Seconds of the last gradient bucket's copy down, at its largest: a whole `BUCKET` of the GPU's
-    own gradients at stages 1 and 2 (the first layers' GPU owns the pass's last buckets outright), its
-    1/N slice of one at stage 3; never more than the shard. Its bytes are the backward pass's trips."""
+def _tail(stage: Stage, elements: int, gpus: int, window: Fraction, per_element: Fraction):
+    """`bucket_tail.tail` for a GPU's gradients arriving over `window` seconds, copied at `per_element`
+    seconds an element: a whole `BUCKET` of them at a time at stages 1 and 2 (the first layers' GPU owns the
+    pass's last buckets outright), its 1/N slice of one at stage 3."""
     mine = Fraction(BUCKET, gpus) if stage == Stage.ZERO3 else Fraction(BUCKET)
-    return offload.DEEPSPEED_BACKWARD[stage] * min(mine, elements) / rate
+    return bucket_tail.tail(elements, mine, window, per_element)
 
 
 def step(
@@ -247,12 +251,14 @@ def step(
     share = RECOMPUTED_BACKWARD_SHARE if recompute else BACKWARD_SHARE  # the backward pass's share
     adam = _cpu_adam(params, gpus, gpus_per_node, cpu_step, host_bandwidth)
     first = Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY)
-    last = _last_bucket(stage, elements, gpus, rate)
     if parameters:
-        return Step((first, *_parameter_trips(elements, rate, compute, share, last), adam), share)
+        backward = offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2  # the gradients' trips, the weights again
+        tail = _tail(stage, elements, gpus, share * compute, backward / rate)
+        return Step((first, *_parameter_trips(elements, rate, compute, share, tail), adam), share)
     what, down_bytes = _down(stage)
     window = _window(stage, share * compute, gpus)
-    trip = _hidden(what, down_bytes, down_bytes * elements / rate, *window, last=last)
+    tail = _tail(stage, elements, gpus, window[0], down_bytes / rate)
+    trip = _hidden(what, down_bytes, down_bytes * elements / rate, *window, tail=tail)
     return Step((first, trip, adam, _back(elements, rate)), share)
 
 
@@ -264,18 +270,18 @@ def _back(elements: int, rate: Fraction) -> Phase:
 
 
 def _parameter_trips(
-    elements: int, rate: Fraction, compute: Fraction, share: Fraction, last: Fraction
+    elements: int, rate: Fraction, compute: Fraction, share: Fraction, tail: tuple[Fraction, Fraction]
 ) -> tuple[Phase, Phase]:
     """With the parameters on the host too (DeepSpeed's code, `counts.PARAMS_PCIE`): each layer's 16-bit
     weight shard comes up for the forward pass, hidden behind it; in the backward pass the gradients' trips
     and, unless the layer is still held, the weights again (the cautious 10 bytes, not 8). The CPU writes the
-    updated weights into the host's copy, so nothing comes back after its step. `last`: the last gradient
-    bucket's copy, after the backward pass."""
+    updated weights into the host's copy, so nothing comes back after its step. `tail`: what the backward
+    trips' last buckets add, least and most (all 10 bytes taken as bucketed, the cautious side)."""
     forward = 1 - share
     up, backward = 2, offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2
     return (
         _hidden("weights up for the forward pass (16-bit)", up, up * elements / rate, forward * compute,
                 "the forward pass", "forward"),
         _hidden("gradients down and back (16-bit), down (fp32); weights up again unless still held", backward,
-                backward * elements / rate, share * compute, "the backward pass", last=last),
+                backward * elements / rate, share * compute, "the backward pass", tail=tail),
     )  # fmt: skip

@@ -22,7 +22,7 @@ WHY_COLOURS = dict(zip(WHY, ("#009e73", "#d62728", "#cc79a7", "#c7c7c7"), strict
 GATHER = "black"
 #: What the legend says for each reason.
 WHY_NAMES = {
-    "reuse distance": "kept: its backward use is within the reuse distance",
+    "reuse distance": "kept: its reuse distance is within max_reuse_distance",
     "walk": "kept: the prefetcher's walk had already passed its backward use",
     "fetched back": "freed after its forward use, then prefetched back before the loss",
     "not held": "freed after its forward use, gathered again during backward",
@@ -31,8 +31,8 @@ MARK_COLOUR = "#fbe9a6"  #: the column `mark` names, shaded (a pale yellow, behi
 #: The rule the rows show, as the lower panel's title.
 RULE = (
     "After its forward use (●) a tensor stays gathered if its backward use (○) lies within the teal arrow"
-    " (reuse distance)\nor the red one (how far the prefetcher's walk had gone); otherwise it is freed, and"
-    " gathered again for backward"
+    " (max_reuse_distance's reach)\nor the red one (how far the prefetcher's walk had gone); otherwise it is"
+    " freed, and gathered again for backward"
 )
 #: The x axis's label: the uses of the drawn tensors, or every place of the step.
 PLACES = {
@@ -176,7 +176,7 @@ def _legend(fig, shown: set[str]) -> None:
         "its forward use",
         "its backward use",
         "all-gathered here (a bar's start)",
-        "reuse distance from its forward use (the uses within max_reuse_distance)",
+        "how far max_reuse_distance reaches from its forward use",
         "how far the prefetcher's walk had gone at its forward use",
     ]
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)

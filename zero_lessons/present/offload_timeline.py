@@ -1,8 +1,8 @@
 """One offloaded step drawn against time: the GPU's passes, the PCIe trips and the CPU's Adam step, one lane
 each, from `planning.offload_step.step`. A trip that hides is drawn faint across the part of its pass it can
 run in (`Phase.window`: the whole pass, or at stages 1 and 2 the backward pass's last 1/N); one that outlasts
-that part is drawn faint there, and solid for the time the step waits. A trip's last bucket, copied after
-its pass, is drawn in outline for as long as it can add (`Phase.most`, from nothing up to that).
+that part is drawn faint there, and solid for the time the step waits at the least (`Phase.adds`: a trip's
+last buckets' copies end after its pass), then in outline up to the most (`Phase.most`).
 The CPU's step starts once every gradient is down, and a trip after it starts when it ends, so the last bar
 ends at `Step.total`, the least; the step ends from there up to `Step.most`.
 """
@@ -23,7 +23,7 @@ from ..planning.offload_step import Step
 #: The lanes, top to bottom, and the colour of what runs in each.
 LANES = ("GPU", "PCIe", "CPU")
 COLOURS = {"forward": "#9ecae1", "backward": "#3182bd", "trip": "#e6842a", "cpu": "#8c564b"}
-#: How a last bucket's copy is drawn: an outline, as it may add nothing or all of its length.
+#: How the part a trip may or may not add is drawn: an outline.
 LAST = {"facecolor": "white", "edgecolor": COLOURS["trip"], "hatch": "..", "lw": 1.0, "ls": "--"}
 
 
@@ -37,7 +37,7 @@ class Span:
     label: str  #: what runs, with its seconds
     colour: str  #: a key of COLOURS
     spread: bool = False  #: True for copies spread over a pass, hidden behind its compute
-    last: bool = False  #: True for a last bucket's copy, which adds from nothing up to its length
+    last: bool = False  #: True for what a trip adds at the most beyond its least: drawn outlined
 
 
 def spans(step: Step) -> tuple[Span, ...]:
@@ -56,19 +56,7 @@ def spans(step: Step) -> tuple[Span, ...]:
         if phase.during in passes:
             end = passes[phase.during][1]
             start = end - phase.window  # the part of the pass the trip can run in, at the pass's end
-            last = phase.most > phase.adds  # its last bucket's copy, after the pass, can add more
-            if phase.adds:  # it outlasts the pass: hidden until the pass ends, then the step waits for it
-                adds = f"{_s(phase.adds)[:-2]} to {_s(phase.most)}" if last else _s(phase.adds)
-                out.append(Span("PCIe", start, end, "", "trip", True))
-                label = "" if last else f"{_trip(phase)}; adds {adds}"  # then the outline carries it
-                out.append(Span("PCIe", end, end + phase.adds, label, "trip"))
-                label = f"{phase.pcie} B, {_s(seconds)}; adds {adds} (last bucket)"
-            else:
-                whole = " in all" if last else ""  # the outline after the pass is part of it
-                out.append(Span("PCIe", start, end, f"{phase.pcie} B, {_s(seconds)}{whole}", "trip", True))
-                label = f"its last bucket: up to {_s(phase.last)} of it"
-            if last:
-                out.append(Span("PCIe", end + phase.adds, end + phase.most, label, "trip", last=True))
+            out += _trip_spans(phase, start, end)
             cursor = max(cursor, end + phase.adds)
         elif phase.during == "cpu":
             shown = f"at least {_s(seconds)}" if phase.floor is not None else _s(seconds)
@@ -79,6 +67,21 @@ def spans(step: Step) -> tuple[Span, ...]:
             out.append(Span("PCIe", cursor, cursor + seconds, _trip(phase), "trip"))
             cursor += seconds
     return tuple(out)
+
+
+def _trip_spans(phase, start: Fraction, end: Fraction) -> list[Span]:
+    """A trip during a pass: faint over the part it runs in; then, after the pass, solid for what it adds
+    at the least and outlined up to the most (its last buckets' copies), labelled after the last piece."""
+    after = phase.most > 0  # part of it ends after the pass
+    whole = f"{phase.pcie} B, {_s(phase.seconds)}" + (" in all" if after else "")
+    spans = [Span("PCIe", start, end, whole, "trip", True)]
+    adds = _s(phase.adds) if phase.most == phase.adds else f"{_s(phase.adds)[:-2]} to {_s(phase.most)}"
+    label = f"adds {adds}" + (" (its last buckets)" if phase.upto is not None else "")
+    if phase.adds:
+        spans.append(Span("PCIe", end, end + phase.adds, "" if phase.most > phase.adds else label, "trip"))
+    if phase.most > phase.adds:
+        spans.append(Span("PCIe", end + phase.adds, end + phase.most, label, "trip", last=True))
+    return spans
 
 
 def _s(seconds: Fraction) -> str:
@@ -102,19 +105,7 @@ def plot_offload_steps(steps: dict, title: str = "") -> Figure:
     )
     for ax, (name, step) in zip(axes[:, 0], steps.items(), strict=True):
         for span in drawn[name]:
-            y = len(LANES) - 1 - LANES.index(span.lane)
-            width = float(span.end - span.start)
-            if span.last:  # outlined: it may add nothing or all of this
-                ax.barh(y, width, left=float(span.start), height=0.62, **LAST)
-            else:
-                ax.barh(y, width, left=float(span.start), height=0.62, color=COLOURS[span.colour],
-                        alpha=0.35 if span.spread else 1, hatch="//" if span.spread else None,
-                        edgecolor="#555", lw=0.5)  # fmt: skip
-            inside = span.lane != "PCIe" or span.spread  # a solid trip is short: its label goes beside it
-            x = float(span.start) + (width / 2 if inside else width + 0.01 * end)
-            dark = span.colour in ("backward", "cpu") and not span.spread
-            ax.text(x, y, span.label, fontsize=6.5, va="center", ha="center" if inside else "left",
-                    color="white" if dark else "black")  # fmt: skip
+            _draw(ax, span, end)
         _ends(ax, step)
         ax.set_yticks(range(len(LANES)), LANES[::-1], fontsize=7.5)
         ax.set_ylim(-0.5, len(LANES) - 0.2)
@@ -130,6 +121,25 @@ def plot_offload_steps(steps: dict, title: str = "") -> Figure:
     return fig
 
 
+def _draw(ax, span: Span, end: float) -> None:
+    """One span as a bar in its lane, labelled inside it, or beside it when it is a short trip: a faint
+    one's label before it, a solid or outlined one's after it."""
+    y = len(LANES) - 1 - LANES.index(span.lane)
+    width = float(span.end - span.start)
+    if span.last:  # outlined: it may add nothing or all of this
+        ax.barh(y, width, left=float(span.start), height=0.62, **LAST)
+    else:
+        ax.barh(y, width, left=float(span.start), height=0.62, color=COLOURS[span.colour],
+                alpha=0.35 if span.spread else 1, hatch="//" if span.spread else None,
+                edgecolor="#555", lw=0.5)  # fmt: skip
+    inside = span.lane != "PCIe" or (span.spread and width >= 0.1 * end)
+    before = span.spread and not inside  # a short faint trip: its label ends where it starts
+    x = float(span.start) + (width / 2 if inside else -0.01 * end if before else width + 0.01 * end)
+    dark = span.colour in ("backward", "cpu") and not span.spread
+    align = "center" if inside else "right" if before else "left"
+    ax.text(x, y, span.label, fontsize=6.5, va="center", ha=align, color="white" if dark else "black")
+
+
 def _ends(ax, step: Step) -> None:
     """Where the step ends: a dashed line at its least (`Step.total`), a dotted one at its most."""
     total, most = float(step.total), float(step.most)
@@ -142,7 +152,7 @@ def _ends(ax, step: Step) -> None:
 
 def _legend(fig: Figure) -> None:
     """The three kinds of PCIe bar (solid, the step waits for it; faint, spread over its pass and hidden;
-    outlined, a last bucket's copy, which may add nothing or all of it) and the lines where a step ends."""
+    outlined, what its last buckets may add beyond that) and the lines where a step ends."""
     faint = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
     handles = [
         Patch(color=COLOURS["trip"], label="PCIe copies the step waits for"),
@@ -151,16 +161,16 @@ def _legend(fig: Figure) -> None:
             label="PCIe copies hidden behind a pass, spread over where they run",
             **faint,
         ),
-        Patch(label="a last bucket's copy, after its pass: it adds from nothing up to this", **LAST),
+        Patch(label="what the last buckets' copies may add, as the buckets fall", **LAST),
         Line2D(
             [],
             [],
             color="crimson",
             ls="--",
             lw=0.9,
-            label="the step ends, last bucket nearly empty (as drawn)",
+            label="the step ends, at the least (as drawn)",
         ),
-        Line2D([], [], color="crimson", ls=":", lw=0.9, label="the step ends, last bucket full"),
+        Line2D([], [], color="crimson", ls=":", lw=0.9, label="the step ends, at the most"),
     ]
     top = 1 - 0.27 / fig.get_figheight()  # just under the title
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=2, fontsize=6.5,
