@@ -73,7 +73,7 @@ def _trip_spans(phase, start: Fraction, end: Fraction) -> list[Span]:
     """A trip during a pass: faint over the part it runs in; then, after the pass, solid for what it adds
     at the least and outlined up to the most (its last buckets' copies), labelled after the last piece."""
     after = phase.most > 0  # part of it ends after the pass
-    whole = f"{phase.pcie} B, {_s(phase.seconds)}" + (" in all" if after else "")
+    whole = ("this trip: " if after else "") + f"{phase.pcie} B, {_s(phase.seconds)}"
     spans = [Span("PCIe", start, end, whole, "trip", True)]
     adds = _s(phase.adds) if phase.most == phase.adds else f"{_s(phase.adds)[:-2]} to {_s(phase.most)}"
     label = f"adds {adds}" + (" (its last buckets)" if phase.upto is not None else "")
