@@ -103,13 +103,12 @@ class Step:
         for p in self.phases:
             pcie = "—" if p.pcie is None else str(p.pcie)
             name = f"{p.name} ({FLOOR if p.floor is not None else GUESS})" if p.estimated else p.name
-            adds = _shown(p.adds, p) + (f" to {units.format_number(p.most)}" if p.most > p.adds else "")
-            rows.append([name, pcie, _shown(p.seconds, p), p.why, adds])
-        total = f"**{_span(self.total, self.most)}**"
+            rows.append([name, pcie, _shown(p.seconds, p), p.why, _shown(p.adds, p, p.most)])
+        total = f"**{_range(self.total, self.most)}**"
         estimated = [p for p in self.phases if p.estimated]
         if estimated:  # what is counted in bold, the estimated sum beside it
             cpu = estimated[0].adds
-            counted = _span(self.total - cpu, self.most - cpu)
+            counted = _range(self.total - cpu, self.most - cpu)
             total = f"**{counted} + the CPU's step** ({_shown(self.total, estimated[0], self.most)})"
         rows.append(["**the step**", "", "", "", total])
         return rows
@@ -119,21 +118,17 @@ class Step:
         return tables.markdown(self.rows(), ["---", "--:", "--:", "---", "--:"])
 
 
-def _span(least: Fraction, most: Fraction) -> str:
-    """Seconds as "least to most", or one number when they agree."""
-    shown = units.format_number(least)
-    return shown if most == least else f"{shown} to {units.format_number(most)}"
+def _range(least: Fraction, most: Fraction, digits: int = 3) -> str:
+    """Seconds as "least to most", or one number when both round alike."""
+    low, high = units.format_number(least, digits), units.format_number(most, digits)
+    return low if low == high else f"{low} to {high}"
 
 
 def _shown(seconds: Fraction, phase: Phase, most: Fraction | None = None) -> str:
-    """`seconds` (to `most`, when given and larger) as the table shows them for `phase`: exact when counted,
-    else as its floor (to 0.01 s) or guess (to 0.1 s)."""
+    """`seconds` (to `most`, when given) as the table shows them for `phase`: exact when counted, else as
+    its floor (to 0.01 s) or guess (to 0.1 s)."""
     digits = 3 if not phase.estimated else 2 if phase.floor is not None else 1
-    shown = units.format_number(seconds, digits)
-    upper = None if most is None else units.format_number(most, digits)
-    shown += (
-        f" to {upper}" if upper is not None and upper != shown else ""
-    )  # one number when they round alike
+    shown = _range(seconds, seconds if most is None else most, digits)
     if not phase.estimated:
         return shown
     return f"at least {shown}" if phase.floor is not None else f"guess: about {shown}"
