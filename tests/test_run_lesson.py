@@ -206,5 +206,5 @@ def test_the_offload_row_leads_with_what_deepspeeds_code_sends():
     row = keys.numbers(keys.KeyTable().get("zero_optimization.offload_optimizer.device"))
     code, ours = offload.deepspeed_pcie_bytes(psi, GPUS, 2), offload.link_bytes(psi, GPUS, 2)
     assert code > ours and code == ours * 3 / 2  # fp32 gradients down: 4 + 2 bytes per element against 2 + 2
-    assert f"over the link per step {float(code / 10**9):.2f} GB by DeepSpeed's code" in row
+    assert f"over PCIe per step {float(code / 10**9):.2f} GB by DeepSpeed's code" in row
     assert f"({float(ours / 10**9):.2f} GB by the package's count)" in row

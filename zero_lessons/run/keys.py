@@ -176,7 +176,7 @@ def numbers(key: Key) -> str:
         gpu, held = offload.offloaded(*two)[0], memory.per_gpu(*two).total
         link, code = offload.link_bytes(*two), offload.deepspeed_pcie_bytes(*two)
         return (
-            f"stage 2 model state per GPU: {_gb(held)} → {_gb(gpu.total)}; over the link per step "
+            f"stage 2 model state per GPU: {_gb(held)} → {_gb(gpu.total)}; over PCIe per step "
             f"{_gb(code)} by DeepSpeed's code ({_gb(link)} by the package's count)"
         )
     if key.path.endswith("pin_memory"):
