@@ -1,5 +1,6 @@
-"""Lesson 04's optimizer-step check: a pick's model state plus what its framework holds at the optimizer step,
-against the whole card (the activations are gone by then).
+"""Lesson 04's optimizer-step check: a pick's model state plus what its framework holds at the optimizer step
+(the activations are gone by then), which must leave 1 GB of the card for the CUDA context: pass `fewest_gpus`
+the card less that 1 GB (`pick_checks.CONTEXT`).
 
 Under DeepSpeed (stages 1 to 3) the step copies the GPU's 16-bit gradient shard into one flat tensor and casts
 that to fp32, 2 + 4 bytes per parameter of the shard, held at once. Stage 3 makes the two copies one sub-group
@@ -55,7 +56,7 @@ def at_step(params: int, gpus: int, stage: StageLike) -> Fraction:
 
 
 def fewest_gpus(params: int, card: Size, stage: StageLike) -> int | None:
-    """Fewest GPUs (up to checks.MAX_GPUS) on which `at_step` is within `card` bytes, the whole card; None
+    """Fewest GPUs (up to checks.MAX_GPUS) on which `at_step` is within `card` bytes; None
     when no count suffices. `at_step` falls as GPUs are added, so a bisection finds it."""
     params, card, stage = checks.params(params), units.as_bytes("card", card), as_stage(stage)
     if at_step(params, checks.MAX_GPUS, stage) > card:
