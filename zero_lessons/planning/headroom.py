@@ -29,7 +29,7 @@ CLAIMANTS = {
 }
 #: Why a fit with less than the headroom is passed over, in a few words.
 TOO_LITTLE = (
-    "too little for the CUDA context, buffers and at least part of a step's transient peaks (lesson 10)"
+    "the margin kept for the CUDA context, buffers and at least part of a step's transient peaks (lesson 10)"
 )
 
 #: What DeepSpeed's estimator adds to the paper's count at stages 1 and 2, in a few words.
