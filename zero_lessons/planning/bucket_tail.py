@@ -34,7 +34,7 @@ def _lines(elements: Fraction, bucket: Fraction, full: int, arrive: Fraction, co
 def _segments(elements: Fraction, bucket: Fraction) -> list[tuple[Fraction, Fraction, int]]:
     """The first boundary's places, (low, high, boundaries after it before the end), split where a
     boundary meets the end; a place at or past the end leaves one bucket, the whole shard."""
-    top = min(bucket, Fraction(elements))
+    top = min(bucket, elements)
     cuts = sorted({Fraction(0), top, *([elements % bucket] if 0 < elements % bucket < top else [])})
     out = []
     for low, high in zip(cuts, cuts[1:], strict=False):
@@ -48,7 +48,7 @@ def tail(elements, bucket, window, copy) -> tuple[Fraction, Fraction]:
     possibly a fraction), in buckets of `bucket` of them, run past the end of the `window` seconds they
     arrive in, at `copy` seconds an element."""
     elements = checks.amount("elements", elements, positive=True, high=(checks.MAX_PARAMS, "10**15"))
-    bucket = checks.amount("bucket", bucket, positive=True, high=(checks.MAX_PARAMS, "the most parameters"))
+    bucket = checks.amount("bucket", bucket, positive=True, high=(checks.MAX_PARAMS, "10**15"))
     window, copy = checks.amount("window", window), checks.amount("copy", copy, positive=True)
     arrive, found = window / elements, []
     for low, high, full in _segments(elements, bucket):
