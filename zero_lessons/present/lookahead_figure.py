@@ -136,7 +136,8 @@ def _totals(ax, look: Lookahead, columns: list[int], label_dips: bool = False) -
         lw=1.4,
         label="weights gathered (all): as a module starts (after any frees), then after its prefetch",
     )
-    ax.axhline(look.cap / scale, color="0.35", ls="--", lw=1, label="max_live_parameters")
+    cap = f"{look.cap / scale:,.0f}{unit}"  # the line labelled with its value
+    ax.axhline(look.cap / scale, color="0.35", ls="--", lw=1, label=f"max_live_parameters: {cap}")
     if label_dips:
         _dips(ax, look, places, edges, at, scale)
     loss = columns.index(look.loss)
