@@ -664,6 +664,14 @@ SPECS = {
             "copy": arg(st.fractions(Fraction(1, 10**15), 10)),
         },
     ),
+    "offload_step.seconds_range": (
+        offload_step.seconds_range,
+        {
+            "least": arg(st.fractions(0, 10**6)),
+            "most": arg(st.fractions(0, 10**6)),
+            "digits": arg(st.integers(0, 6)),
+        },
+    ),
     "offload_step.step": (
         offload_step.step,
         {

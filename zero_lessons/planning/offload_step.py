@@ -104,11 +104,11 @@ class Step:
             pcie = "—" if p.pcie is None else str(p.pcie)
             name = f"{p.name} ({FLOOR if p.floor is not None else GUESS})" if p.estimated else p.name
             rows.append([name, pcie, _shown(p.seconds, p), p.why, _shown(p.adds, p, p.most)])
-        total = f"**{_range(self.total, self.most)}**"
+        total = f"**{seconds_range(self.total, self.most)}**"
         estimated = [p for p in self.phases if p.estimated]
         if estimated:  # what is counted in bold, the estimated sum beside it
             cpu = estimated[0].adds
-            counted = _range(self.total - cpu, self.most - cpu)
+            counted = seconds_range(self.total - cpu, self.most - cpu)
             total = f"**{counted} + the CPU's step** ({_shown(self.total, estimated[0], self.most)})"
         rows.append(["**the step**", "", "", "", total])
         return rows
@@ -118,9 +118,11 @@ class Step:
         return tables.markdown(self.rows(), ["---", "--:", "--:", "---", "--:"])
 
 
-def _range(least: Fraction, most: Fraction, digits: int = 3) -> str:
-    """Seconds as "least to most", or one number when both round alike."""
-    low, high = units.format_number(least, digits), units.format_number(most, digits)
+def seconds_range(least, most, digits: int = 3) -> str:
+    """Seconds as "least to most", to `digits` decimals, or one number when both round alike."""
+    low, high = (
+        units.format_number(checks.amount(n, v), digits) for n, v in (("least", least), ("most", most))
+    )
     return low if low == high else f"{low} to {high}"
 
 
@@ -128,7 +130,7 @@ def _shown(seconds: Fraction, phase: Phase, most: Fraction | None = None) -> str
     """`seconds` (to `most`, when given) as the table shows them for `phase`: exact when counted, else as
     its floor (to 0.01 s) or guess (to 0.1 s)."""
     digits = 3 if not phase.estimated else 2 if phase.floor is not None else 1
-    shown = _range(seconds, seconds if most is None else most, digits)
+    shown = seconds_range(seconds, seconds if most is None else most, digits)
     if not phase.estimated:
         return shown
     return f"at least {shown}" if phase.floor is not None else f"guess: about {shown}"
@@ -247,9 +249,7 @@ def step(
     adam = _cpu_adam(params, gpus, gpus_per_node, cpu_step, host_bandwidth)
     first = Phase("forward and backward compute", None, compute, compute, COMPUTE_ONLY)
     if parameters:
-        backward = offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2  # the gradients' trips, the weights again
-        tail = _tail(stage, elements, gpus, share * compute, backward / rate)
-        return Step((first, *_parameter_trips(elements, rate, compute, share, tail), adam), share)
+        return Step((first, *_parameter_trips(elements, gpus, rate, compute, share), adam), share)
     what, down_bytes = _down(stage)
     window = _window(stage, share * compute, gpus)
     tail = _tail(stage, elements, gpus, window[0], down_bytes / rate)
@@ -265,15 +265,16 @@ def _back(elements: int, rate: Fraction) -> Phase:
 
 
 def _parameter_trips(
-    elements: int, rate: Fraction, compute: Fraction, share: Fraction, tail: tuple[Fraction, Fraction]
+    elements: int, gpus: int, rate: Fraction, compute: Fraction, share: Fraction
 ) -> tuple[Phase, Phase]:
     """With the parameters on the host too (DeepSpeed's code, `counts.PARAMS_PCIE`): each layer's 16-bit
     weight shard comes up for the forward pass, hidden behind it; in the backward pass the gradients' trips
-    and, unless the layer is still held, the weights again (the cautious 10 bytes, not 8). The CPU writes the
-    updated weights into the host's copy, so nothing comes back after its step. `tail`: what the backward
-    trips' last buckets add, least and most (all 10 bytes taken as bucketed, the cautious side)."""
+    and, unless the layer is still held, the weights again (the cautious 10 bytes, not 8), their last buckets'
+    copies after it (all 10 bytes taken as bucketed, the cautious side). The CPU writes the updated weights
+    into the host's copy, so nothing comes back after its step."""
     forward = 1 - share
     up, backward = 2, offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2
+    tail = _tail(Stage.ZERO3, elements, gpus, share * compute, backward / rate)
     return (
         _hidden("weights up for the forward pass (16-bit)", up, up * elements / rate, forward * compute,
                 "the forward pass", "forward"),

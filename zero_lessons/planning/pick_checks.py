@@ -22,9 +22,8 @@ from .headroom import HEADROOM, budget
 
 #: Stage 2's backward pass with overlap_comm: two gradient buckets, 1 GB each by default.
 BACKWARD_BUCKETS = 2 * step_check.BUCKET
-#: Less than this left beside the busiest moment is thin: a CUDA context alone takes several hundred MB to
-#: over 1 GB (lesson 10), and the allocator's slack comes on top.
-CONTEXT = 10**9
+#: Less than this left beside the busiest moment is thin: the step check's line for the CUDA context.
+CONTEXT = step_check.CONTEXT
 #: The column heads of `table`, after the case.
 HEADS = ("the paper", "the estimator", "the optimizer step", "the backward pass")
 

@@ -1,6 +1,6 @@
 """Lesson 04's optimizer-step check: a pick's model state plus what its framework holds at the optimizer step
-(the activations are gone by then), which must leave 1 GB of the card for the CUDA context: pass `fewest_gpus`
-the card less that 1 GB (`pick_checks.CONTEXT`).
+(the activations are gone by then), which must leave `CONTEXT`, 1 GB, of the card for the CUDA context: pass
+`fewest_gpus` the card less `CONTEXT`.
 
 Under DeepSpeed (stages 1 to 3) the step copies the GPU's 16-bit gradient shard into one flat tensor and casts
 that to fp32, 2 + 4 bytes per parameter of the shard, held at once. Stage 3 makes the two copies one sub-group
@@ -33,6 +33,9 @@ STEP_EXTRA = FLAT_COPY + FP32_COPY
 BUCKET = 2 * DeepSpeed().reduce_bucket_size
 #: DeepSpeed's stage 3 makes the step's copies one sub-group of this many elements at a time (its default).
 SUB_GROUP = DeepSpeed().sub_group_size
+#: What the check leaves of the card for the CUDA context (several hundred MB to over 1 GB, lesson 10); less
+#: is "thin". Lesson 06's pick checks hold the busiest moment to the same line.
+CONTEXT = 10**9
 
 
 def copied(params: int, gpus: int, stage: StageLike) -> Fraction:

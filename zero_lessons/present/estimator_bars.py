@@ -89,7 +89,7 @@ def _besides(stage: Stage, moment: str) -> str:
         return "the whole 16-bit weights"
     return {
         MOMENTS[1]: "4 B per parameter of the largest layer",
-        MOMENTS[2]: "a 1 GB gradient bucket, all step",
+        MOMENTS[2]: f"a {units.format_bytes(step_check.BUCKET)} gradient bucket, all step",
     }.get(moment, "—")
 
 
@@ -97,10 +97,9 @@ def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]
     """Bytes per GPU on one node of `gpus`, by item, per stage and count: {"ZeRO-2, at the step": ...}."""
     params, gpus = checks.params(params), checks.gpus_per_node(gpus, "gpus")
     layer = checks.whole("largest", largest, low=0, high=params)
-    line = {"cpu_offload": False, "cpu_offload_params": False}  # the estimator's buffer: its line with the
-    buffer = ds_estimator.zero3(
-        params, layer, gpus, **line
-    ).gpu_bytes  # largest layer less its line with none
+    line = {"cpu_offload": False, "cpu_offload_params": False}  # the estimator's line without offload
+    # its largest-layer buffer: the line with the largest layer less the line with none
+    buffer = ds_estimator.zero3(params, layer, gpus, **line).gpu_bytes
     buffer -= ds_estimator.zero3(params, 0, gpus, **line).gpu_bytes
     out = {}
     for stage in _ROWS:

@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .. import checks, units
-from ..planning.offload_step import Step
+from ..planning.offload_step import Step, seconds_range
 
 #: The lanes, top to bottom, and the colour of what runs in each.
 LANES = ("GPU", "PCIe", "CPU")
@@ -75,7 +75,7 @@ def _trip_spans(phase, start: Fraction, end: Fraction) -> list[Span]:
     after = phase.most > 0  # part of it ends after the pass
     whole = ("this trip: " if after else "") + f"{phase.pcie} B, {_s(phase.seconds)}"
     spans = [Span("PCIe", start, end, whole, "trip", True)]
-    adds = _s(phase.adds) if phase.most == phase.adds else f"{_s(phase.adds)[:-2]} to {_s(phase.most)}"
+    adds = f"{seconds_range(phase.adds, phase.most)} s"
     label = f"adds {adds}" + (" (its last buckets)" if phase.upto is not None else "")
     if phase.adds:
         spans.append(Span("PCIe", end, end + phase.adds, "" if phase.most > phase.adds else label, "trip"))
@@ -146,7 +146,7 @@ def _ends(ax, step: Step) -> None:
     ax.axvline(total, color="crimson", ls="--", lw=0.9)
     if most > total:
         ax.axvline(most, color="crimson", ls=":", lw=0.9)
-    ends = _s(step.total) if most == total else f"{_s(step.total)[:-2]} to {_s(step.most)}"
+    ends = f"{seconds_range(step.total, step.most)} s"
     ax.text(most, len(LANES) - 0.45, f" step ends: {ends}", fontsize=7, color="crimson")
 
 
