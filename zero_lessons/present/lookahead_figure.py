@@ -22,7 +22,7 @@ WHY_COLOURS = dict(zip(WHY, ("#009e73", "#d62728", "#cc79a7", "#c7c7c7"), strict
 GATHER = "black"
 #: What the legend says for each reason.
 WHY_NAMES = {
-    "reuse distance": "kept: its reuse distance is within max_reuse_distance",
+    "reuse distance": "kept: its reuse distance is within stage3_max_reuse_distance",
     "walk": "kept: the prefetcher's walk had already passed its backward use",
     "fetched back": "freed after its forward use, then prefetched back before the loss",
     "not held": "freed after its forward use, gathered again during backward",
@@ -31,8 +31,8 @@ MARK_COLOUR = "#fbe9a6"  #: the column `mark` names, shaded (a pale yellow, behi
 #: The rule the rows show, as the lower panel's title.
 RULE = (
     "After its forward use (●) a tensor stays gathered if its backward use (○) lies within the teal arrow"
-    " (max_reuse_distance's reach)\nor the red one (how far the prefetcher's walk had gone); otherwise it is"
-    " freed, and gathered again for backward"
+    " (stage3_max_reuse_distance's reach)\nor the red one (how far the prefetcher's walk had gone); otherwise"
+    " it is freed, and gathered again for backward"
 )
 #: The x axis's label: the uses of the drawn tensors, or every place of the step.
 PLACES = {
@@ -113,7 +113,7 @@ def _dips(ax, look: Lookahead, places, edges: list[float], at: list[float], scal
                 textcoords="offset points",
                 ha="left" if plateau else "center",
                 va="bottom" if plateau else "top",
-                fontsize=7,
+                fontsize=8,
                 bbox={"fc": "white", "ec": "none", "pad": 0.5, "alpha": 0.85},  # readable on the cap's line
             )
 
@@ -134,7 +134,8 @@ def _totals(ax, look: Lookahead, columns: list[int], label_dips: bool = False) -
         ys,
         color="black",
         lw=1.4,
-        label="weights gathered (all): as a module starts (after any frees), then after its prefetch",
+        label="weights gathered (all), at the columns below: as a module starts (after any frees),"
+        " then after its prefetch",
     )
     cap = f"{look.cap / scale:,.0f}{unit}"  # the line labelled with its value
     ax.axhline(look.cap / scale, color="0.35", ls="--", lw=1, label=f"max_live_parameters: {cap}")
@@ -177,8 +178,8 @@ def _legend(fig, shown: set[str]) -> None:
         "its forward use",
         "its backward use",
         "all-gathered here (a bar's start)",
-        "how far max_reuse_distance reaches from its forward use",
-        "how far the prefetcher's walk had gone at its forward use",
+        "how far stage3_max_reuse_distance reaches from its forward use",
+        "how far the prefetcher's walk had gone at its forward use (before its release)",
     ]
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
 

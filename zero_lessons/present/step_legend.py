@@ -23,8 +23,9 @@ LOSS_STYLE = {"facecolor": "white", "edgecolor": "#333333", "hatch": "////", "lw
 LEGEND_DEPTH, LEGEND_ROW = 3, 0.13
 #: Rows the legend takes, whatever it shows: a heading, then `LEGEND_DEPTH` entries.
 LEGEND_ROWS = LEGEND_DEPTH + 1
-#: The legend's groups, one heading each: the paper's model state, the step's buffers, the marks.
-LEGEND_GROUPS = ("model state (bars)", "above the model state (bars)", "marks")
+#: The legend's groups, one heading each: the paper's model state, the activations and the step's buffers,
+#: the marks.
+LEGEND_GROUPS = ("model state (bars)", "activations and buffers (bars)", "marks")
 #: What a figure of some columns draws: the kinds in its bars ("loss" where the loss's column shows), and
 #: whether it shows a boundary phase.
 Shown = tuple[frozenset[str], bool]
