@@ -41,7 +41,7 @@ PLACES = {
 }
 UNNAMED = "; · a step without weights"  #: added to the x label where a column is marked "·"
 LEGEND_INCHES = 1.0  #: the height the legend takes under the rows
-TAIL = 0.3  #: how far, in columns, a held stretch is drawn past its release, so that it reaches past the use
+TAIL = 0.05  #: how far, in columns, a held stretch is drawn past its release: just past the use's marker
 TIGHT = 0.05  #: the shorter tail of a release followed at once by an all-gather (just past the use's marker)
 GAP = 0.8  #: the least gap drawn, in columns, between a release and the all-gather that follows it
 #: The reuse-horizon and walk lines, each in the colour of the reason it gives.
