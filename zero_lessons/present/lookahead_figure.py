@@ -137,6 +137,8 @@ def _totals(ax, look: Lookahead, columns: list[int], label_dips: bool = False) -
         label="weights gathered (all), at the columns below: as a module starts (after any frees),"
         " then after its prefetch",
     )
+    for k in range(len(columns) + 1):  # each drawn column's edges, faint, so each half can be placed
+        ax.axvline(k - 0.5, color="0.88", lw=0.6, zorder=0)
     cap = f"{look.cap / scale:,.0f}{unit}"  # the line labelled with its value
     ax.axhline(look.cap / scale, color="0.35", ls="--", lw=1, label=f"max_live_parameters: {cap}")
     if label_dips:
