@@ -208,7 +208,7 @@ def _hidden(
     if tail is None:
         return Phase(name, pcie, seconds, outlasts, hides, during=during, window=window)
     if not outlasts and tail[1]:
-        hides = f"mostly: during {where}; its last buckets' copies end after it"
+        hides = f"partly: during {where}, but its last buckets' copies end after it"
     return Phase(name, pcie, seconds, tail[0], hides, during=during, window=window, upto=tail[1])
 
 
