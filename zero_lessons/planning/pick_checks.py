@@ -97,7 +97,7 @@ def table(params: int, card: units.Size, cases, largest: int = 0, unit: str = "G
         found.append(four_checks(params, case[1], card, case[0], largest))
     lines = (units.format_bytes(found[0].budget, unit), units.format_bytes(found[0].card, unit))
     head = [f"{h}, within {lines[k > 1]}?" for k, h in enumerate(HEADS)]
-    rows = [["per GPU", *head, "left beside the step or the backward pass"], *(_row(f, unit) for f in found)]
+    rows = [["per GPU", *head, "left of the card at the busier moment"], *(_row(f, unit) for f in found)]
     return tables.markdown(rows, ["---", *["--:"] * 5])
 
 
@@ -107,6 +107,8 @@ def _row(found: Checks, unit: str) -> list[str]:
     shown = [_cell(f, ok, unit) for f, ok in zip(figures, found.verdicts, strict=True)]
     left = units.format_bytes(abs(found.left), unit)
     left = f"over by {left}" if found.left < 0 else f"{left}: **thin**" if found.thin else left
+    if found.backward is None:  # only the step is checked: say so, so the row does not read as a full pass
+        left += ", at the step"
     return [f"{found.stage.label} on {found.gpus}", *shown, left]
 
 
