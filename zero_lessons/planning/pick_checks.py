@@ -49,9 +49,11 @@ class Checks:
 
     @property
     def verdicts(self) -> tuple[bool | None, ...]:
-        """Whether each of HEADS' figures fits its line: the counts the budget, the moments the card."""
+        """Whether each of HEADS' figures fits its line: the counts the budget, the moments the card less
+        CONTEXT (a moment that leaves less is thin, and fails)."""
         counts = [self.paper <= self.budget, self.estimator <= self.budget]
-        return (*counts, *(None if m is None else m <= self.card for m in (self.at_step, self.backward)))
+        line = self.card - CONTEXT
+        return (*counts, *(None if m is None else m <= line for m in (self.at_step, self.backward)))
 
     @property
     def left(self) -> Fraction:
@@ -95,8 +97,11 @@ def table(params: int, card: units.Size, cases, largest: int = 0, unit: str = "G
                 f"each of cases must be a (stage, GPUs) pair such as (2, 8), got {checks.kind(case)}"
             )
         found.append(four_checks(params, case[1], card, case[0], largest))
-    lines = (units.format_bytes(found[0].budget, unit), units.format_bytes(found[0].card, unit))
-    head = [f"{h}, within {lines[k > 1]}?" for k, h in enumerate(HEADS)]
+    room, card = (units.format_bytes(b, unit) for b in (found[0].budget, found[0].card))
+    spare = units.format_bytes(CONTEXT, unit)
+    head = [f"{h}, within {room}?" for h in HEADS[:2]] + [
+        f"{h}, leaving {spare} of {card}?" for h in HEADS[2:]
+    ]
     rows = [["per GPU", *head, "left of the card at the busier moment"], *(_row(f, unit) for f in found)]
     return tables.markdown(rows, ["---", *["--:"] * 5])
 
