@@ -11,7 +11,7 @@ PSI = 7_500_000_000
 SHARD = PSI // 8  # 9.375e8 elements a GPU owns on 8 GPUs
 
 
-def tail(window, per_element, bucket=offload_step.BUCKET, elements=SHARD):
+def tail(window, per_element, bucket=offload_step.BUCKET_ELEMENTS, elements=SHARD):
     """What `bucket_tail` says a trip adds, least and most, for these hand-worked inputs."""
     return bucket_tail.tail(elements, bucket, Fraction(window), Fraction(per_element))
 
@@ -167,7 +167,9 @@ def test_full_recomputation_runs_8_psi_per_token_three_quarters_in_the_backward_
     assert (
         redone.phases[1].seconds < window and redone.phases[1].adds < plain.phases[1].adds
     )  # now it fits its window, all but the last buckets' copies
-    assert redone.phases[1].most == offload_step.BUCKET * Fraction(4, 25 * 10**9)  # a full bucket: 0.08 s
+    assert redone.phases[1].most == offload_step.BUCKET_ELEMENTS * Fraction(
+        4, 25 * 10**9
+    )  # a full bucket: 0.08 s
 
 
 @pytest.mark.parametrize(
@@ -200,7 +202,7 @@ def test_the_last_buckets_copies_give_each_trip_a_range_after_its_pass():
     zero2 = offload_step.step(*args, recompute=True, cpu_step=1)
     zero3 = offload_step.step(*args, stage=3, recompute=True, cpu_step=1)
     params = offload_step.step(*args, stage=3, parameters=True, recompute=True, cpu_step=1)
-    assert offload_step.BUCKET == 5 * 10**8
+    assert offload_step.BUCKET_ELEMENTS == 5 * 10**8
     down = zero2.phases[1]
     assert (down.adds, down.most) == tail("0.1536", Fraction(4, 25 * 10**9)) and down.most == Fraction("0.08")
     assert round(float(down.adds), 3) == 0.074 and down.why.startswith(

@@ -6,11 +6,11 @@ thirds of the compute: 4Ψ of the 6Ψ FLOPs per token), and only what outlasts i
 stage 3 every GPU gets its slice of each gradient as it is reduced, so its trip can spread over the whole
 backward pass. At stages 1 and 2 each GPU owns a contiguous slice of the flat buffer, and the GPU that owns
 the first layers gets its gradients only in about the last 1/N of the backward pass: its trip hides only
-there, and the step waits for it. The gradients go down bucket by bucket of `reduce_bucket_size` (`BUCKET`;
-at stage 3 each GPU's 1/N of one), a bucket once the pass has reduced it, so the last buckets' copies end
-after the pass: `bucket_tail.tail` gives the least and the most a trip adds (`Phase.adds`, `Phase.most`), over
-where the bucket boundaries fall. The CPU's Adam step needs every gradient, and the updated 16-bit weights
-come back only after it, so both wait. Collectives between GPUs are left out.
+there, and the step waits for it. The gradients go down bucket by bucket of `reduce_bucket_size`
+(`BUCKET_ELEMENTS`; at stage 3 each GPU's 1/N of one), a bucket once the pass has reduced it, so the last
+buckets' copies end after the pass: `bucket_tail.tail` gives the least and the most a trip adds (`Phase.adds`,
+`Phase.most`), over where the bucket boundaries fall. The CPU's Adam step needs every gradient, and the
+updated 16-bit weights come back only after it, so both wait. Collectives between GPUs are left out.
 
 The CPU's Adam step is no byte count. Unless it is given, it is scaled from one report (DeepSpeed issue 6834:
 about 10 s per optimizer step for 18 × 10⁹ parameters per node's CPUs, which a DeepSpeed maintainer agreed was
@@ -42,7 +42,7 @@ FLOOR = "measure it; at least the time its bytes take through host memory"
 MAX_CPU_STEP = 86_400
 #: DeepSpeed's default `reduce_bucket_size`, in elements: a bucket of gradients (at stage 3 each GPU's slice
 #: of it is 1/N).
-BUCKET = DeepSpeed().reduce_bucket_size
+BUCKET_ELEMENTS = DeepSpeed().reduce_bucket_size
 
 
 #: What the compute row of the step stands for: the GPU's work alone, before any offload is added.
@@ -214,9 +214,9 @@ def _hidden(
 
 def _tail(stage: Stage, elements: int, gpus: int, window: Fraction, per_element: Fraction):
     """`bucket_tail.tail` for a GPU's gradients arriving over `window` seconds, copied at `per_element`
-    seconds an element: a whole `BUCKET` of them at a time at stages 1 and 2 (the first layers' GPU owns the
-    pass's last buckets outright), its 1/N slice of one at stage 3."""
-    mine = Fraction(BUCKET, gpus) if stage == Stage.ZERO3 else Fraction(BUCKET)
+    seconds an element: a whole `BUCKET_ELEMENTS` of them at a time at stages 1 and 2 (the first layers' GPU
+    owns the pass's last buckets outright), its 1/N slice of one at stage 3."""
+    mine = Fraction(BUCKET_ELEMENTS, gpus) if stage == Stage.ZERO3 else Fraction(BUCKET_ELEMENTS)
     return bucket_tail.tail(elements, mine, window, per_element)
 
 

@@ -21,7 +21,7 @@ from . import ds_estimator, step_check
 from .headroom import HEADROOM, budget
 
 #: Stage 2's backward pass with overlap_comm: two gradient buckets, 1 GB each by default.
-BACKWARD_BUCKETS = 2 * step_check.BUCKET
+BACKWARD_BUCKETS = 2 * step_check.BUCKET_BYTES
 #: Less than this left beside the busiest moment is thin: the step check's line for the CUDA context.
 CONTEXT = step_check.CONTEXT
 #: The column heads of `table`, after the case.

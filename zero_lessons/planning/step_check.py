@@ -30,7 +30,7 @@ FLAT_COPY, FP32_COPY = 2, 4
 STEP_EXTRA = FLAT_COPY + FP32_COPY
 #: One DeepSpeed gradient bucket in bytes: its default `reduce_bucket_size` in 16 bits (1 GB). Stage 3 holds
 #: one from start-up; stages 1 and 2 hold theirs in the backward pass only.
-BUCKET = 2 * DeepSpeed().reduce_bucket_size
+BUCKET_BYTES = 2 * DeepSpeed().reduce_bucket_size
 #: DeepSpeed's stage 3 makes the step's copies one sub-group of this many elements at a time (its default).
 SUB_GROUP = DeepSpeed().sub_group_size
 #: What the check leaves of the card for the CUDA context (several hundred MB to over 1 GB, lesson 10); less
@@ -49,7 +49,7 @@ def copied(params: int, gpus: int, stage: StageLike) -> Fraction:
 def extra(params: int, gpus: int, stage: StageLike) -> Fraction:
     """What a GPU holds at its optimizer step beyond the paper's model state, in bytes: 6Ψ under DDP
     (stage 0), 6Ψ/N under DeepSpeed (at stage 3 one sub-group's at most), and stage 3's gradient bucket."""
-    bucket = BUCKET if as_stage(stage) is Stage.ZERO3 else 0
+    bucket = BUCKET_BYTES if as_stage(stage) is Stage.ZERO3 else 0
     return STEP_EXTRA * copied(params, gpus, stage) + bucket
 
 

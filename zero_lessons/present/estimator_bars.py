@@ -3,7 +3,7 @@ paper's count (what a GPU keeps between steps), the estimator's, and what a GPU 
 
 The paper's and the estimator's bytes per kind come from `counts.PLACES`, the table the lesson shows first;
 the step's two copies from `step_check` (DeepSpeed's step flattens the gradient shard in 16 bits, then casts
-it to fp32; stage 3 one sub-group at a time); stage 3's gradient bucket from `step_check.BUCKET`; the
+it to fp32; stage 3 one sub-group at a time); stage 3's gradient bucket from `step_check.BUCKET_BYTES`; the
 estimator's largest-layer buffer from `ds_estimator.zero3`. The tests set each bar's total against
 `memory.per_gpu`, `ds_estimator` and `step_check.at_step`, which count the same bytes their own way.
 """
@@ -89,7 +89,7 @@ def _besides(stage: Stage, moment: str) -> str:
         return "the whole 16-bit weights"
     return {
         MOMENTS[1]: "4 B per parameter of the largest layer",
-        MOMENTS[2]: f"a {units.format_bytes(step_check.BUCKET)} gradient bucket, all step",
+        MOMENTS[2]: f"a {units.format_bytes(step_check.BUCKET_BYTES)} gradient bucket, all step",
     }.get(moment, "—")
 
 
@@ -110,7 +110,7 @@ def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]
                 held |= {item: size * copied for item, size in _STEP_COPIES.items()}
             if stage is Stage.ZERO3:
                 held["largest layer's buffer"] += buffer if moment == MOMENTS[1] else 0
-                held["gradient bucket"] += step_check.BUCKET if moment == MOMENTS[2] else 0
+                held["gradient bucket"] += step_check.BUCKET_BYTES if moment == MOMENTS[2] else 0
             out[f"{stage.label}, {moment}"] = held
     return out
 
