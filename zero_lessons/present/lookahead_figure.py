@@ -42,7 +42,6 @@ PLACES = {
 UNNAMED = "; · a step without weights"  #: added to the x label where a column is marked "·"
 LEGEND_INCHES = 1.0  #: the height the legend takes under the rows
 TAIL = 0.05  #: how far, in columns, a held stretch is drawn past its release: just past the use's marker
-TIGHT = 0.05  #: the shorter tail of a release followed at once by an all-gather (just past the use's marker)
 GAP = 0.8  #: the least gap drawn, in columns, between a release and the all-gather that follows it
 #: The reuse-horizon and walk lines, each in the colour of the reason it gives.
 HORIZON, REACH = WHY_COLOURS["reuse distance"], WHY_COLOURS["walk"]
@@ -67,16 +66,14 @@ def _x(columns: list[int], place: int) -> float:
 
 
 def _spans(matrix, columns: list[int]) -> list[tuple[float, float]]:
-    """Each held stretch's left and right x: from its all-gather to a little past its release. Where a
-    stretch starts again just after a release (a matrix fetched straight back), the release is drawn just
-    past its use and the new stretch starts `GAP` later, so that the gap shows."""
+    """Each held stretch's left and right x: from its all-gather to just past its release. Where a stretch
+    starts again just after a release (a matrix fetched straight back), it is drawn starting `GAP` after the
+    release, so that the gap shows."""
     spans: list[tuple[float, float]] = []
     for gathered, released in matrix.held:
         left, right = _x(columns, gathered), _x(columns, released) + TAIL
         if spans and left < spans[-1][1] + GAP:
-            before = spans[-1][1] - TAIL + TIGHT  # the previous release, drawn just past its use
-            spans[-1] = (spans[-1][0], before)
-            left = max(left, before + GAP)
+            left = spans[-1][1] + GAP
         spans.append((left, right))
     return spans
 
