@@ -251,9 +251,9 @@ def step(
     if parameters:
         return Step((first, *_parameter_trips(elements, gpus, rate, compute, share), adam), share)
     what, down_bytes = _down(stage)
-    window = _window(stage, share * compute, gpus)
-    tail = _tail(stage, elements, gpus, window[0], down_bytes / rate)
-    trip = _hidden(what, down_bytes, down_bytes * elements / rate, *window, tail=tail)
+    window, where = _window(stage, share * compute, gpus)
+    tail = _tail(stage, elements, gpus, window, down_bytes / rate)
+    trip = _hidden(what, down_bytes, down_bytes * elements / rate, window, where, tail=tail)
     return Step((first, trip, adam, _back(elements, rate)), share)
 
 

@@ -17,7 +17,7 @@ from matplotlib.patches import FancyBboxPatch
 
 from .. import checks
 from ..planning import nvme_buffers, offload
-from ..stages import Stage
+from ..recipes import MIXED_ADAM
 
 #: Where a box stands in its row (x of its left edge) and what it is called.
 PLACES = {"GPU": 0.0, "host": 4.5, "NVMe drive": 9.6}
@@ -55,10 +55,9 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
     whole = 2 * checks.gpus(gpus)  # the whole 16-bit weights: 2 B per parameter, N shards' worth
     zero3 = _rows(offload.DEEPSPEED_ZERO3_HOST)
     staging = nvme_buffers.BUFFER_COUNT * nvme_buffers.FP32  # one sub-group: the whole shard by default
-    nvme = int(offload.link_bytes(1, 1, Stage.ZERO3, link="nvme"))  # one parameter on one GPU: per element
     shard, layers = (("16-bit weight shard", 2),), (("no shard kept", 0), ("layers: up as they run", None))
     weights = (("whole 16-bit weights", whole), (f"  (2 B × {gpus} shards: 2Ψ)", None))
-    state = (nvme - 2 * offload.NVME_GRAD_BYTES) // 2  # the optimizer state, read and written
+    state = MIXED_ADAM.optimizer_bytes  # the optimizer state, read and written
     grads = offload.NVME_GRAD_BYTES  # the fp32 gradients, written in the backward pass and read at the step
     drive = (
         f"fp32 grads written {grads} B",

@@ -23,6 +23,9 @@ from ..planning.offload_step import Step, seconds_range
 #: The lanes, top to bottom, and the colour of what runs in each.
 LANES = ("GPU", "PCIe", "CPU")
 COLOURS = {"forward": "#9ecae1", "backward": "#3182bd", "trip": "#e6842a", "cpu": "#8c564b"}
+#: How a trip spread over its pass, hidden behind it, is drawn: faint and hatched.
+FAINT = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
+SOLID = {"edgecolor": "#555", "lw": 0.5}  #: how any other span is drawn: filled, thinly edged
 #: How the part a trip may or may not add is drawn: an outline.
 LAST = {"facecolor": "white", "edgecolor": COLOURS["trip"], "hatch": "..", "lw": 1.0, "ls": "--"}
 
@@ -74,14 +77,14 @@ def _trip_spans(phase, start: Fraction, end: Fraction) -> list[Span]:
     at the least and outlined up to the most (its last buckets' copies), labelled after the last piece."""
     after = phase.most > 0  # part of it ends after the pass
     whole = ("this trip: " if after else "") + f"{phase.pcie} B, {_s(phase.seconds)}"
-    spans = [Span("PCIe", start, end, whole, "trip", True)]
+    out = [Span("PCIe", start, end, whole, "trip", True)]
     adds = f"{seconds_range(phase.adds, phase.most)} s"
     label = f"adds {adds}" + (" (its last buckets)" if phase.upto is not None else "")
     if phase.adds:
-        spans.append(Span("PCIe", end, end + phase.adds, "" if phase.most > phase.adds else label, "trip"))
+        out.append(Span("PCIe", end, end + phase.adds, "" if phase.most > phase.adds else label, "trip"))
     if phase.most > phase.adds:
-        spans.append(Span("PCIe", end + phase.adds, end + phase.most, label, "trip", last=True))
-    return spans
+        out.append(Span("PCIe", end + phase.adds, end + phase.most, label, "trip", last=True))
+    return out
 
 
 def _s(seconds: Fraction) -> str:
@@ -126,12 +129,9 @@ def _draw(ax, span: Span, end: float) -> None:
     one's label before it, a solid or outlined one's after it."""
     y = len(LANES) - 1 - LANES.index(span.lane)
     width = float(span.end - span.start)
-    if span.last:  # outlined: it may add nothing or all of this
-        ax.barh(y, width, left=float(span.start), height=0.62, **LAST)
-    else:
-        ax.barh(y, width, left=float(span.start), height=0.62, color=COLOURS[span.colour],
-                alpha=0.35 if span.spread else 1, hatch="//" if span.spread else None,
-                edgecolor="#555", lw=0.5)  # fmt: skip
+    # outlined: it may add nothing or all of this; faint: hidden behind its pass; else solid
+    style = LAST if span.last else {"color": COLOURS[span.colour], **(FAINT if span.spread else SOLID)}
+    ax.barh(y, width, left=float(span.start), height=0.62, **style)
     inside = span.lane != "PCIe" or (span.spread and width >= 0.1 * end)
     before = span.spread and not inside  # a short faint trip: its label ends where it starts
     x = float(span.start) + (width / 2 if inside else -0.01 * end if before else width + 0.01 * end)
@@ -153,13 +153,12 @@ def _ends(ax, step: Step) -> None:
 def _legend(fig: Figure) -> None:
     """The three kinds of PCIe bar (solid, the step waits for it; faint, spread over its pass and hidden;
     outlined, what its last buckets may add beyond that) and the lines where a step ends."""
-    faint = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
     handles = [
         Patch(color=COLOURS["trip"], label="PCIe copies the step waits for"),
         Patch(
             facecolor=COLOURS["trip"],
             label="PCIe copies hidden behind a pass, spread over where they run",
-            **faint,
+            **FAINT,
         ),
         Patch(label="what the last buckets' copies may add, as the buckets fall", **LAST),
         Line2D(
