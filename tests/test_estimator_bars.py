@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zero_lessons import GB, memory
-from zero_lessons.planning import ds_estimator, step_check
+from zero_lessons.planning import ds_estimator, pick_checks, step_check
 from zero_lessons.present import estimator_bars, plots
 from zero_lessons.stages import Stage
 
@@ -30,6 +30,7 @@ def test_each_bar_is_what_another_module_counts(params, gpus, share):
     for stage in (Stage.ZERO2, Stage.ZERO3):
         assert got[f"{stage.label}, paper"] == memory.per_gpu(params, gpus, stage).total
         assert got[f"{stage.label}, at the step"] == step_check.at_step(params, gpus, stage)
+    assert got["ZeRO-2, backward pass"] == pick_checks.four_checks(params, gpus, 10**15, 2).backward
     # DeepSpeed truncates its split bytes to whole bytes; the bars keep them exact.
     zero2 = ds_estimator.zero2(params, gpus, cpu_offload=False).gpu_bytes
     zero3 = ds_estimator.zero3(params, largest, gpus, cpu_offload=False, cpu_offload_params=False).gpu_bytes
@@ -41,6 +42,7 @@ def test_lesson_06s_bars_for_the_articles_model_on_8_gpus():
     assert {name: sum(p.values()) / GB for name, p in parts.items()} == {
         "ZeRO-2, paper": 28.125,
         "ZeRO-2, estimator": 31.875,
+        "ZeRO-2, backward pass": 30.125,
         "ZeRO-2, at the step": 33.75,
         "ZeRO-3, paper": 15,
         "ZeRO-3, estimator": Fraction(16_875, 1000) + Fraction(4 * EMBEDDING, GB),  # prints "17.750"
@@ -48,6 +50,7 @@ def test_lesson_06s_bars_for_the_articles_model_on_8_gpus():
     }
     assert parts["ZeRO-3, estimator"]["largest layer's buffer"] == 4 * EMBEDDING
     assert parts["ZeRO-3, at the step"]["gradient bucket"] == GB
+    assert parts["ZeRO-2, backward pass"]["gradient bucket"] == 2 * GB  # two buckets, with overlap_comm
     assert parts["ZeRO-3, estimator"]["16-bit gradients"] == 0  # the estimator's stage 3 leaves them out
     assert parts["ZeRO-2, at the step"]["flattened 16-bit gradient copy"] == 2 * PSI / 8
 
@@ -67,7 +70,7 @@ def test_the_table_adds_up_to_the_lessons_bytes_per_shard_element():
 def test_the_chart_draws_the_card_and_its_headroom_band():
     chart = estimator_bars.chart(PSI, 8, EMBEDDING, "32GB")
     assert (chart.line, chart.band) == (32, 28.8)
-    assert chart.labels == ("28.125", "31.875", "33.75", "15", "17.750", "21.625")
+    assert chart.labels == ("28.125", "31.875", "30.125", "33.75", "15", "17.750", "21.625")
     assert chart.x[0] == "ZeRO-2\npaper" and "largest layer's buffer" in chart.series
     bare = estimator_bars.chart(PSI, 8, 0, headroom=0)
     assert bare.line is None and bare.band is None and "largest layer's buffer" not in bare.series

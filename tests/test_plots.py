@@ -31,6 +31,20 @@ def test_stage_bars_heights_add_to_the_table():
     assert ax.lines[0].get_ydata()[0] == 32
 
 
+def test_the_headroom_band_is_hatched_behind_the_bars_and_named_in_the_legend():
+    """The band is grey hatching under every bar (a bar's colour never reads as the band), in the legend
+    beside the dotted line of what it leaves; its inset draws it the same way."""
+    ax = plots.plot_stage_bars(7_500_000_000, 8, gpu_memory="30GB", headroom=Fraction(1, 10)).axes[0]
+    for axes in (ax, *ax.child_axes):
+        [band] = [patch for patch in axes.patches if patch.get_hatch()]
+        bars = [bar for container in axes.containers for bar in container]
+        assert band.get_zorder() < min(bar.get_zorder() for bar in bars) and band.get_facecolor()[3] == 0
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend[1:3] == ["keeping 10% free", "what that leaves: 27 GB"]
+    seven = figures.Chart("bars", tuple("abcdefg"), {"s": (1,) * 7}, {"s": "k"})
+    assert plots.draw(seven).get_figwidth() == 8.4 + plots.BAR_WIDTH  # a bar past six: wider by one
+
+
 def test_a_thin_headroom_band_gets_a_zoomed_inset_of_the_bars_near_it():
     """On 30 GB cards ZeRO-2's 28.125 GB falls in a 3 GB band of a 0-120 GB axis: the inset shows it alone."""
     ax = plots.plot_stage_bars(7_500_000_000, 8, gpu_memory="30GB", headroom=Fraction(1, 10)).axes[0]

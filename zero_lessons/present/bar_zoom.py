@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from . import figures
 
+#: The hatching of the band a headroom keeps free: grey, so that it matches no bar's colour.
+BAND_HATCH = "#bbb"
 #: A band thinner than this share of the axis's height gets an inset.
 ZOOM_BELOW = 0.05
 #: How far the inset reaches, in band widths: this many below the band's lower edge, and above the card.
 REACH_BELOW, REACH_ABOVE = 2, 1
+
+
+def hatch(ax, chart: figures.Chart, label: str | None = None) -> None:
+    """Hatch `chart`'s band, from its lower edge up to the card, behind the bars."""
+    ax.axhspan(chart.band, chart.line, fc="none", ec=BAND_HATCH, hatch="///", lw=0, zorder=0, label=label)
 
 
 def _tops(chart: figures.Chart) -> list[float]:
@@ -50,7 +57,7 @@ def add(ax, chart: figures.Chart) -> None:
     for top, i in zip(bottom, near, strict=True):
         label = chart.labels[i] if chart.labels else f"{top:.3g}"
         inset.annotate(label, (i, top), ha="center", va="bottom", fontsize=8)
-    inset.axhspan(chart.band, chart.line, color="crimson", alpha=0.15, lw=0)
+    hatch(inset, chart)
     inset.axhline(chart.line, color="crimson", ls="--")
     inset.axhline(chart.band, color="crimson", ls=":", alpha=0.6)
     low, high = window(chart)

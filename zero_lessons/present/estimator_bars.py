@@ -13,7 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .. import checks, tables, units
-from ..planning import counts, ds_estimator, step_check
+from ..planning import counts, ds_estimator, pick_checks, step_check
 from ..planning.headroom import HEADROOM, budget, percent
 from ..stages import Stage, StageLike, as_stage
 from .figures import KIND_COLOURS, STATE_COLOURS, Chart, headroom_share
@@ -33,6 +33,10 @@ _ITEM_OF = ("16-bit weights", "16-bit gradients", "fp32 gradient copy", "optimiz
 #: The three counts per stage, in order. The paper's is what a GPU keeps between steps (at stage 3, with a
 #: gradient bucket besides).
 MOMENTS = ("paper", "estimator", "at the step")
+#: The bar stage 2 adds between its estimator and its step: what the paper counts, and the backward pass's
+#: two gradient buckets (with overlap_comm, as `advise` writes it). Stage 3's backward pass needs the model's
+#: shape.
+BACKWARD = "backward pass"
 #: counts.PLACES' rows for the paper and the estimator without offload, by stage.
 _ROWS = {Stage.ZERO2: counts.NO_OFFLOAD[:2], Stage.ZERO3: counts.NO_OFFLOAD[2:]}
 #: What the step adds per shard element: its flattened 16-bit copy, then that copy's fp32 cast.
@@ -94,7 +98,8 @@ def _besides(stage: Stage, moment: str) -> str:
 
 
 def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]:
-    """Bytes per GPU on one node of `gpus`, by item, per stage and count: {"ZeRO-2, at the step": ...}."""
+    """Bytes per GPU on one node of `gpus`, by item, per stage and count: {"ZeRO-2, at the step": ...}, with
+    stage 2's backward pass (`BACKWARD`) before its step."""
     params, gpus = checks.params(params), checks.gpus_per_node(gpus, "gpus")
     layer = checks.whole("largest", largest, low=0, high=params)
     line = {"cpu_offload": False, "cpu_offload_params": False}  # the estimator's line without offload
@@ -105,6 +110,11 @@ def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]
     for stage in _ROWS:
         for moment, (split, whole) in per_element(stage).items():
             held = {item: Fraction(split[item] * params, gpus) + whole[item] * params for item in ITEMS}
+            if (
+                stage is Stage.ZERO2 and moment == MOMENTS[2]
+            ):  # before its step, the backward pass: its buckets
+                kept = out[f"{stage.label}, {MOMENTS[0]}"]
+                out[f"{stage.label}, {BACKWARD}"] = kept | {"gradient bucket": pick_checks.BACKWARD_BUCKETS}
             if moment == MOMENTS[2]:  # the copies of as many elements as step_check holds at once
                 copied = step_check.copied(params, gpus, stage)
                 held |= {item: size * copied for item, size in _STEP_COPIES.items()}

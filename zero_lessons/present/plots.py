@@ -165,6 +165,8 @@ def _mark_gpus(ax, setup: Setup, unit: str) -> None:
     )
 
 
+#: Inches a bars chart widens for each bar past six, so that two-line category names stay apart.
+BAR_WIDTH = 1.6
 #: A bar whose top is this share of the axis or less under the band gets its label inside the bar.
 UNDER_BAND = 0.06
 #: How such a label is drawn: just under the bar's top, white and bold on the bar's colour.
@@ -174,7 +176,8 @@ INSIDE = {"xytext": (0, -4), "textcoords": "offset points", "color": "white", "f
 def draw(chart: figures.Chart) -> Figure:
     """`chart` with matplotlib: stacked bars and their labels, or log-log lines; the limit dashed."""
     checks.instance("chart", chart, figures.Chart, "a figures.Chart")
-    fig, ax = plt.subplots(figsize=(8.4, 3.6) if chart.kind == "bars" else (7, 4))
+    wide = 8.4 + BAR_WIDTH * max(0, len(chart.x) - 6)  # past six bars, wider by a bar's width each
+    fig, ax = plt.subplots(figsize=(wide, 3.6) if chart.kind == "bars" else (7, 4))
     if chart.kind == "bars":
         _bars(ax, chart)
     else:
@@ -233,10 +236,10 @@ def _under_band(chart: figures.Chart, top: float, scale: float) -> bool:
 
 
 def _band(ax, chart: figures.Chart) -> None:
-    """Shade from `chart.band` up to the limit line, dot the band's edge, and label it with its value."""
+    """Hatch from `chart.band` up to the limit line, dot the band's edge, and label it with its value."""
     value = f"{units.format_number(chart.band)} {chart.ylabel}"
-    ax.axhspan(chart.band, chart.line, color="crimson", alpha=0.08, lw=0)
-    ax.axhline(chart.band, color="crimson", ls=":", alpha=0.6, label=f"{chart.band_label}: {value}")
+    bar_zoom.hatch(ax, chart, chart.band_label)  # grey, behind the bars: no bar's colour reads as the band
+    ax.axhline(chart.band, color="crimson", ls=":", alpha=0.6, label=f"what that leaves: {value}")
     ax.annotate(
         value, (1, chart.band), xycoords=("axes fraction", "data"), ha="right", va="top", color="#c77"
     )
