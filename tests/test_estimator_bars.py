@@ -69,7 +69,8 @@ def test_the_table_adds_up_to_the_lessons_bytes_per_shard_element():
 
 def test_the_chart_draws_the_card_and_its_headroom_band():
     chart = estimator_bars.chart(PSI, 8, EMBEDDING, "32GB")
-    assert (chart.line, chart.band) == (32, 28.8)
+    assert (chart.line, chart.band, chart.margin) == (32, 28.8, 31)  # card, counts' and moments' limits
+    assert (chart.band_label, chart.margin_label) == ("counts keep 10% free", "moments leave 1 GB")
     assert chart.labels == ("28.125", "31.875", "30.125", "33.75", "15", "17.750", "21.625")
     assert chart.x[0] == "ZeRO-2\npaper" and "largest layer's buffer" in chart.series
     bare = estimator_bars.chart(PSI, 8, 0, headroom=0)

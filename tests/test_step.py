@@ -404,6 +404,18 @@ def test_transformer_model_counts():
     assert len(BIG.layers) == layers + 1 and BIG.layers[1].largest == 4 * h * h
 
 
+def test_transformer_model_with_its_head_ties_the_embedding():
+    headed = transformer_model(SHAPE_7B, head=True)
+    assert headed.tied == SHAPE_7B.vocab * SHAPE_7B.hidden == headed.layers[0].largest and BIG.tied == 0
+    assert headed.params == BIG.params and headed.name == "GPT 32×4096 with its tied output layer"
+    block = timeline(headed, DeepSpeed(stage=2), 8).phase("backward block 32")
+    [part] = [p for p in block.parts if "tied weight" in p.reason]
+    assert part.reason == (
+        "the output layer's gradient for embedding's tied weight, held by autograd until embedding's "
+        "backward adds its own: 2 B × 205,852,672"
+    )
+
+
 def test_one_rank_stage3_gathers_nothing():
     assert all(p.bytes_of("gathered parameters") == 0 for p in timeline(BIG, DeepSpeed(stage=3), 1).phases)
 
@@ -466,6 +478,10 @@ def test_json_shape():
             "activations of block 1 must be a whole number from 0",
         ),
         (lambda: Model("m", ()), "layers must be a non-empty tuple"),
+        (lambda: Model("m", TINY.layers, -1), "tied must be a whole number from 0"),
+        (lambda: Model("m", TINY.layers, 11), "tied must be a whole number from 0 to 10"),
+        (lambda: Model("m", PAIR.layers, 4), "tied must be 0 or the size of one of layer 1's tensors, got 4"),
+        (lambda: transformer_model(SHAPE_7B, head=1), "head must be True or False, got 1"),
         (lambda: layered_model([(1,), (2,)], [1]), "saved must give one value per layer (2), got 1"),
         (lambda: timeline(TINY, "ddp", 2), "framework must be Paper, DDP, DeepSpeed or FSDP2"),
         (lambda: timeline(TINY, DDP(), 0), "gpus must be a whole number from 1"),
@@ -628,3 +644,21 @@ def test_gathered_layers_are_named_by_their_unbroken_runs():
         == "block 1, block 3 and block 5"
     )
     assert runs(layers, ()) == ""
+
+
+@settings(max_examples=150, deadline=None)
+@given(models, frameworks, st.integers(1, 9), st.booleans())
+def test_a_tied_output_layer_adds_its_gradient_to_every_backward_phase_and_nowhere_else(
+    model, fw, gpus, checkpointing
+):
+    """Autograd holds the output layer's gradient for the tied weight from before the last layer's
+    backward until the first layer's backward adds its own: every backward phase, under every framework,
+    and no other."""
+    tied = model.layers[0].tensors[-1]
+    plain = timeline(model, fw, gpus, checkpointing=checkpointing)
+    headed = timeline(Model(model.name, model.layers, tied), fw, gpus, checkpointing=checkpointing)
+    for bare, with_head in zip(plain.phases, headed.phases, strict=True):
+        added = with_head.total - bare.total
+        assert added == (2 * tied if bare.kind == "backward" else 0)  # mixed-adam: 2-byte gradients
+        if added:
+            assert with_head.bytes_of("unreduced gradients") - bare.bytes_of("unreduced gradients") == added

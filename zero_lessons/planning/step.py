@@ -20,7 +20,8 @@ trace is recorded), Adam as each framework runs it on GPU (torch.optim.Adam's fo
 and FSDP2, FusedAdam for DeepSpeed), and states split evenly, Ψ/N per rank, as the paper splits them.
 Left out: the caching allocator (reserved but free blocks, fragmentation), temporaries inside
 an op or a collective (a matmul's workspace, NCCL's buffers), the gradient flowing between layers,
-the logits and the loss, padding of shards to whole elements (the lab's predictions count it),
+the logits and the loss, an output layer (but `transformer_model(..., head=True)` counts its tied weight's
+gradient through the backward pass), padding of shards to whole elements (the lab's predictions count it),
 CUDA context and library memory, the first step's lazy allocations, and offloading.
 
 `Timeline.to_dict()` gives this JSON shape (bytes are exact: an int, or a float when Ψ/N is not

@@ -59,6 +59,10 @@ class Model:
 
     name: str  #: e.g. "GPT 32×4096"
     layers: tuple[Layer, ...]  #: in the order the forward pass runs them
+    #: Elements of the first layer's largest tensor that an output layer after the last one reuses (a tied
+    #: embedding), 0 for none. The output layer's backward makes a gradient for it, which autograd holds until
+    #: the first layer's backward adds its own: one more unreduced gradient through the whole backward pass.
+    tied: int = 0
 
     def __post_init__(self):
         if not isinstance(self.layers, (tuple, list)) or not self.layers:
@@ -68,6 +72,12 @@ class Model:
                 raise TypeError(f"layers must hold Layer objects, got {type(layer).__name__}")
         object.__setattr__(self, "layers", tuple(self.layers))
         checks.params(self.params)  # at least one parameter, at most the exact model's bound
+        tied = checks.whole("tied", self.tied, low=0, high=self.layers[0].largest)
+        if tied and tied not in self.layers[0].tensors:
+            raise ValueError(
+                f"tied must be 0 or the size of one of {self.layers[0].name}'s tensors, got {tied:,}"
+            )
+        object.__setattr__(self, "tied", tied)
 
     @property
     def params(self) -> int:
@@ -81,22 +91,28 @@ def block_tensors(hidden: int) -> tuple[int, ...]:
     return (h, h, 3 * h * h, 3 * h, h * h, h, h, h, 4 * h * h, 4 * h, 4 * h * h, h)
 
 
-def transformer_model(shape: activations.Transformer, *, attention: str = "unfused") -> Model:
+def transformer_model(
+    shape: activations.Transformer, *, attention: str = "unfused", head: bool = False
+) -> Model:
     """A decoder-only transformer: a tied embedding, then blocks saving what Korthikanti et al. count.
 
     Each block saves `activations.layer_bytes(shape, attention=attention)`: 34·s·b·h + 5·a·s²·b with
     "unfused" attention, which stores the s × s matrices; 34·s·b·h with "flash" (FlashAttention), which
     never does. Checkpointed, a block keeps only its 2·s·b·h input. Ψ here is `shape.params` plus 13·h
     per block for biases and norms, which `Transformer.params` rounds away; the final norm and the logits
-    are left out.
+    are left out. With `head`, the output layer that reuses the embedding's weight counts its one lasting
+    effect on the step: its gradient for that weight, held through the backward pass (`Model.tied`).
     """
     if not isinstance(shape, activations.Transformer):
         raise TypeError(f"shape must be an activations.Transformer, got {type(shape).__name__}")
+    if not isinstance(head, bool):
+        raise TypeError(f"head must be True or False, got {head!r}")
     saved = activations.layer_bytes(shape, attention=attention)
     s, b, h = shape.seq_len, shape.micro_batch, shape.hidden
     block = block_tensors(h)
     blocks = tuple(Layer(f"block {i}", block, saved, 2 * s * b * h) for i in range(1, shape.layers + 1))
-    return Model(f"GPT {shape.layers}×{h}", (Layer("embedding", (shape.vocab * h,)), *blocks))
+    name = f"GPT {shape.layers}×{h}" + (" with its tied output layer" if head else "")
+    return Model(name, (Layer("embedding", (shape.vocab * h,)), *blocks), shape.vocab * h if head else 0)
 
 
 def layered_model(tensors, saved=None, checkpointed=None, *, name: str = "custom") -> Model:

@@ -102,8 +102,23 @@ def activation_parts(setup: Setup) -> tuple[list[Parts], list[Parts]]:
     return forward, backward
 
 
+def head_gradient(setup: Setup) -> Parts:
+    """A tied output layer's gradient for the first layer's weight (`Model.tied`), the same under every
+    framework: autograd holds it from the output layer's backward, before the last layer's, until the first
+    layer's backward adds its own and the sum becomes the weight's gradient. Empty without a tied layer."""
+    tied, first = setup.model.tied, setup.model.layers[0].name
+    if not tied:
+        return ()
+    reason = (
+        f"the output layer's gradient for {first}'s tied weight, held by autograd until {first}'s backward "
+        f"adds its own: {per(setup.g, tied)}"
+    )
+    return (Part("unreduced gradients", tied * setup.g, reason),)
+
+
 def assemble(setup: Setup, moments: Moments) -> tuple[Phase, ...]:
-    """The step's phases in order, each with the framework's parts plus the activations."""
+    """The step's phases in order, each with the framework's parts plus the activations (and in every
+    backward phase a tied output layer's gradient, `head_gradient`)."""
     layers = setup.model.layers
     forward_acts, backward_acts = activation_parts(setup)
     phases = [Phase("start of step", "boundary", _clean(moments.start))]
@@ -111,8 +126,9 @@ def assemble(setup: Setup, moments: Moments) -> tuple[Phase, ...]:
         Phase(f"forward {layer.name}", "forward", _clean(moments.forward[i] + forward_acts[i]))
         for i, layer in enumerate(layers)
     ]
+    tied = head_gradient(setup)
     phases += [
-        Phase(f"backward {layers[i].name}", "backward", _clean(moments.backward[i] + backward_acts[i]))
+        Phase(f"backward {layers[i].name}", "backward", _clean(moments.backward[i] + backward_acts[i] + tied))
         for i in reversed(range(len(layers)))
     ]
     phases += [

@@ -126,7 +126,8 @@ def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]
 
 
 def chart(params: int, gpus: int, largest: int, card=None, headroom=HEADROOM, unit: str = "GB") -> Chart:
-    """`bars` as stacked bars, one per stage and count, under `card` (if given) and it less `headroom`."""
+    """`bars` as stacked bars, one per stage and count, under `card` (if given), it less `headroom` (the
+    counts' limit) and it less the CUDA context's room (`pick_checks.CONTEXT`, the moments' limit)."""
     held = bars(params, gpus, largest)
     unit = units.unit_name(unit)
     limit = None if card is None else units.as_bytes("card", card)
@@ -142,5 +143,7 @@ def chart(params: int, gpus: int, largest: int, card=None, headroom=HEADROOM, un
         line=None if limit is None else float(units.in_unit(limit, unit)),
         line_label="the card",
         band=None if limit is None or not share else float(units.in_unit(budget(limit, share), unit)),
-        band_label=f"keeping {percent(share)}% free" if share else "",
+        band_label=f"counts keep {percent(share)}% free" if share else "",
+        margin=None if limit is None else float(units.in_unit(limit - pick_checks.CONTEXT, unit)),
+        margin_label=f"moments leave {units.format_bytes(pick_checks.CONTEXT)}",
     )

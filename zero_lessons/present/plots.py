@@ -199,6 +199,9 @@ def draw(chart: figures.Chart) -> Figure:
     if chart.band is not None:
         _band(ax, chart)
         bar_zoom.add(ax, chart)
+    if chart.margin is not None:
+        value = f"{units.format_number(chart.margin)} {chart.ylabel}"
+        ax.axhline(chart.margin, color="#444", ls="-.", lw=1, label=f"{chart.margin_label}: {value}")
     if chart.marker is not None:
         ax.axvline(chart.marker, color="#999", ls=":")
     ax.set(xlabel=_plain(chart.xlabel), ylabel=_plain(chart.ylabel), title=_plain(chart.title))

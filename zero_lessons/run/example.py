@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .. import checks
 from ..planning.activations import CROSS_ENTROPY_COPIES, Transformer
 from ..planning.step import DeepSpeed, Timeline, timeline, transformer_model
 from ..planning.step_choices import MODELS
@@ -15,13 +16,15 @@ GPUS = 8
 
 
 @lru_cache(maxsize=64)
-def example_step(shape: Transformer, framework: DeepSpeed) -> Timeline:
+def example_step(shape: Transformer, framework: DeepSpeed, head: bool = False) -> Timeline:
     """One step of the example on its GPUS, built once per shape and framework: the key table's numbers, its
-    loss column and `baseline`'s rows share it."""
-    return timeline(transformer_model(shape), framework, GPUS)
+    loss column and `baseline`'s rows share it. With `head`, the tied output layer's gradient is counted
+    (`transformer_model`'s `head`)."""
+    return timeline(transformer_model(shape, head=head), framework, GPUS)
 
 
-def loss_bytes(shape: Transformer) -> int:
+def loss_bytes(shape: Transformer, head: bool = False) -> int:
     """The loss counted on top of the forward pass, as lesson 11 counts it: a cross-entropy's fp32 copies of
-    `shape`'s logits."""
-    return CROSS_ENTROPY_COPIES * shape.logits_bytes
+    `shape`'s logits; with `head`, the output layer's bf16 logits beside them."""
+    checks.instance("head", head, bool, "True or False")
+    return CROSS_ENTROPY_COPIES * shape.logits_bytes + (shape.logits_bytes // 2 if head else 0)
