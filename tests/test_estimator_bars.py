@@ -76,7 +76,14 @@ def test_the_chart_draws_the_card_and_its_headroom_band():
     bare = estimator_bars.chart(PSI, 8, 0, headroom=0)
     assert bare.line is None and bare.band is None and "largest layer's buffer" not in bare.series
     assert estimator_bars.chart(PSI, 8, EMBEDDING, "32GB", headroom=0).band is None
-    plots.draw(chart)  # renders
+    assert (chart.band_bars, chart.margin_bars) == ((0, 1, 4, 5), (2, 3, 6))  # counts; moments of the step
+    ax = plots.draw(chart).axes[0]
+    hatched = [c for c in ax.collections if c.get_hatch()]
+    spans = sorted((v[:, 0].min(), v[:, 0].max()) for c in hatched for v in (c.get_paths()[0].vertices,))
+    assert spans == [(-0.5, 1.5), (3.5, 5.5)]  # the headroom band over the two counts of each stage alone
+    dashes = [c for c in ax.collections if not c.get_hatch() and len(c.get_segments()) == 1]
+    moments = sorted(tuple(seg[:, 0]) for c in dashes for seg in c.get_segments() if seg[0, 1] == 31)
+    assert moments == [(1.5, 3.5), (5.5, 6.5)]  # the moments' 1 GB line over the others
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 
 from zero_lessons import GB, memory, units
 from zero_lessons.inputs import Setup
-from zero_lessons.present import figures, plots
+from zero_lessons.present import bar_limits, figures, plots
 from zero_lessons.present.table import stage_table
 from zero_lessons.stages import Stage
 
@@ -71,7 +71,7 @@ def test_a_top_just_under_the_band_is_labelled_inside_its_bar_so_it_reads_as_und
     tops = [sum(bars[i].get_height() for bars in ax.containers) for i in range(4)]
     labels = {round(t.xy[1], 6): t.get_va() for t in ax.texts if t.xycoords == "data"}  # each bar's label
     assert sorted(labels) == sorted(round(v, 6) for v in tops)
-    under = [v for v in tops if 21.6 - plots.UNDER_BAND * max(tops) < v < 21.6]
+    under = [v for v in tops if 21.6 - bar_limits.UNDER_BAND * max(tops) < v < 21.6]
     assert len(under) == 1 and round(under[0], 1) == 20.9  # ZeRO-1
     assert [labels[round(v, 6)] for v in tops] == ["bottom", "top", "bottom", "bottom"]
     banded = plots.plot_stage_bars(7_500_000_000, 8, gpu_memory="32GB").axes[0]  # no band: every label above

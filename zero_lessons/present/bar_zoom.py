@@ -17,9 +17,16 @@ ZOOM_BELOW = 0.05
 REACH_BELOW, REACH_ABOVE = 2, 1
 
 
-def hatch(ax, chart: figures.Chart, label: str | None = None) -> None:
-    """Hatch `chart`'s band, from its lower edge up to the card, behind the bars."""
-    ax.axhspan(chart.band, chart.line, fc="none", ec=BAND_HATCH, hatch="///", lw=0, zorder=0, label=label)
+def hatch(
+    ax, chart: figures.Chart, label: str | None = None, span: tuple[float, float] | None = None
+) -> None:
+    """Hatch `chart`'s band, from its lower edge up to the card, behind the bars: across the axes, or over
+    `span` (left and right x) alone."""
+    style = {"fc": "none", "ec": BAND_HATCH, "hatch": "///", "lw": 0, "zorder": 0, "label": label}
+    if span is None:
+        ax.axhspan(chart.band, chart.line, **style)
+    else:
+        ax.fill_between(span, chart.band, chart.line, **style)
 
 
 def _tops(chart: figures.Chart) -> list[float]:

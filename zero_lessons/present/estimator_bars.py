@@ -33,6 +33,8 @@ _ITEM_OF = ("16-bit weights", "16-bit gradients", "fp32 gradient copy", "optimiz
 #: The three counts per stage, in order. The paper's is what a GPU keeps between steps (at stage 3, with a
 #: gradient bucket besides).
 MOMENTS = ("paper", "estimator", "at the step")
+#: The two counts, as `bars` names them; the other bars are moments of the step.
+_COUNTS = tuple(f", {moment}" for moment in MOMENTS[:2])
 #: The bar stage 2 adds between its estimator and its step: what the paper counts, and the backward pass's
 #: two gradient buckets (with overlap_comm, as `advise` writes it). Stage 3's backward pass needs the model's
 #: shape.
@@ -146,4 +148,6 @@ def chart(params: int, gpus: int, largest: int, card=None, headroom=HEADROOM, un
         band_label=f"counts keep {percent(share)}% free" if share else "",
         margin=None if limit is None else float(units.in_unit(limit - pick_checks.CONTEXT, unit)),
         margin_label=f"moments leave {units.format_bytes(pick_checks.CONTEXT)}",
+        band_bars=tuple(i for i, name in enumerate(held) if name.endswith(_COUNTS)),
+        margin_bars=tuple(i for i, name in enumerate(held) if not name.endswith(_COUNTS)),
     )

@@ -64,10 +64,10 @@ class Chart:
     marker: float | None = None  #: an x value to mark with a vertical line, such as the current GPU count
     band: float | None = None  #: a second, lighter limit under `line`, such as the card less its headroom
     band_label: str = ""  #: what the lighter limit is
-    margin: float | None = (
-        None  #: a third limit just under `line`, such as the card less its CUDA context's room
-    )
+    margin: float | None = None  #: a third limit just under `line`, such as the card less a CUDA context
     margin_label: str = ""  #: what that limit is
+    band_bars: tuple[int, ...] | None = None  #: the bars (by index) `band` applies to; None: all of them
+    margin_bars: tuple[int, ...] | None = None  #: the bars (by index) `margin` applies to; None: all of them
 
 
 def stage_bars(table: StageTable, activations: Fraction | int = 0, headroom: Fraction | int = 0) -> Chart:

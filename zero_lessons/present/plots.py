@@ -18,7 +18,7 @@ from ..inputs import Setup
 from ..recipes import MIXED_ADAM, RecipeLike, get
 from ..stages import STATES, Stage
 from ..units import Size
-from . import bar_zoom, figures
+from . import bar_limits, figures
 from .figures import STATE_COLOURS, STATE_NAMES
 from .table import stage_table
 
@@ -167,8 +167,6 @@ def _mark_gpus(ax, setup: Setup, unit: str) -> None:
 
 #: Inches a bars chart widens for each bar past six, so that two-line category names stay apart.
 BAR_WIDTH = 1.6
-#: A bar whose top is this share of the axis or less under the band gets its label inside the bar.
-UNDER_BAND = 0.06
 #: How such a label is drawn: just under the bar's top, white and bold on the bar's colour.
 INSIDE = {"xytext": (0, -4), "textcoords": "offset points", "color": "white", "fontweight": "bold"}
 
@@ -185,23 +183,7 @@ def draw(chart: figures.Chart) -> Figure:
             ax.plot(chart.x, ys, label=name, lw=2, color=chart.colours[name])
         ax.set(xscale="log", yscale="log")
         ax.grid(True, which="major", alpha=0.3)
-    if chart.line is not None:
-        value = f"{units.format_number(chart.line)} {chart.ylabel}"  # the line labelled with its value
-        ax.axhline(chart.line, color="crimson", ls="--", label=f"{chart.line_label}: {value}")
-        ax.annotate(
-            value,
-            (1, chart.line),
-            xycoords=("axes fraction", "data"),
-            ha="right",
-            va="top" if chart.band is None else "bottom",  # under it, unless the band's label is there
-            color="crimson",
-        )
-    if chart.band is not None:
-        _band(ax, chart)
-        bar_zoom.add(ax, chart)
-    if chart.margin is not None:
-        value = f"{units.format_number(chart.margin)} {chart.ylabel}"
-        ax.axhline(chart.margin, color="#444", ls="-.", lw=1, label=f"{chart.margin_label}: {value}")
+    bar_limits.draw(ax, chart)
     if chart.marker is not None:
         ax.axvline(chart.marker, color="#999", ls=":")
     ax.set(xlabel=_plain(chart.xlabel), ylabel=_plain(chart.ylabel), title=_plain(chart.title))
@@ -226,26 +208,10 @@ def _bars(ax, chart: figures.Chart) -> None:
         lifted = {"xytext": (0, 3), "textcoords": "offset points", "bbox": box}
     scale = max([*bottom, chart.line or 0])
     for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
-        if _under_band(chart, top, scale):  # above the top it would sit in the band: inside the bar, in white
+        if bar_limits.just_under(chart, top, scale, x):  # a label above would sit on a line: inside, in white
             ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, **INSIDE)
         else:
             ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
-
-
-def _under_band(chart: figures.Chart, top: float, scale: float) -> bool:
-    """Whether a bar's top lies just under `chart.band` (within UNDER_BAND of the axis's `scale`), so that a
-    label drawn above it would sit inside the band and read as over the line."""
-    return chart.band is not None and chart.band - UNDER_BAND * scale < top < chart.band
-
-
-def _band(ax, chart: figures.Chart) -> None:
-    """Hatch from `chart.band` up to the limit line, dot the band's edge, and label it with its value."""
-    value = f"{units.format_number(chart.band)} {chart.ylabel}"
-    bar_zoom.hatch(ax, chart, chart.band_label)  # grey, behind the bars: no bar's colour reads as the band
-    ax.axhline(chart.band, color="crimson", ls=":", alpha=0.6, label=f"what that leaves: {value}")
-    ax.annotate(
-        value, (1, chart.band), xycoords=("axes fraction", "data"), ha="right", va="top", color="#c77"
-    )
 
 
 def plot_step_times(params: int, gpus: int, links: dict[str, str], dtype: str = "fp16") -> Figure:
