@@ -18,7 +18,7 @@ from zero_lessons.planning.step_choices import MODELS
 from zero_lessons.planning.step_effects import CHANGES, effects
 from zero_lessons.present.step_figure import (
     BLOCK_TICKS,
-    END_WORDS,
+    END_PHASES,
     KIND_COLOURS,
     STACK,
     Panel,
@@ -148,7 +148,7 @@ def test_a_long_step_leaves_the_blocks_beside_the_turn_unnumbered():
     assert shown["forward block 24"] == shown["backward block 24"] == "24"
     assert shown["forward block 16"] == "16\nblocks, forward →"
     assert shown["backward block 16"] == "16\n← backward, blocks"
-    assert "gradient reduction" not in shown and shown["optimizer step"] == END_WORDS  # one word for the end
+    assert [shown[name] for name in END_PHASES] == ["reduce", "before step", "step", "after step"]
 
 
 def test_the_stack_is_the_models_parts_by_kind():
@@ -176,9 +176,12 @@ def test_a_long_step_names_its_runs_and_its_peak_in_the_title():
         heads = {i: text.split("\n")[0] for i, text in named.items()}
         assert all(heads[i] == t.phases[i].name.rsplit(" ", 1)[1] for i in heads if heads[i].isdigit())
         words = {text.split("\n")[-1]: t.phases[i] for i, text in named.items() if not text.isdigit()}
-        assert set(words) == {"start", "blocks, forward →", "← backward, blocks", END_WORDS}
+        ends = ["reduce", "before step", "step", "after step"]
+        assert set(words) == {"start", "blocks, forward →", "← backward, blocks", *ends}
         assert (words["blocks, forward →"].kind, words["← backward, blocks"].kind) == ("forward", "backward")
-        assert words[END_WORDS].name == "optimizer step"
+        assert [words[end].name for end in ends] == list(END_PHASES)
+        upright = [tick.get_text() for tick in ax.get_xticklabels() if tick.get_rotation() == 90]
+        assert upright == ends  # one bar wide each: named upright
         assert (
             ax.get_title(loc="right")
             == f"step-model peak {units.format_number(t.peak.total / 10**9, 2)} GB at {t.peak.name}"

@@ -1,12 +1,10 @@
 """Memory over one step as a figure: the model's parts stacked per phase, measured bytes as markers.
 
-One panel per framework setup (DDP, ZeRO-1, ZeRO-2, ZeRO-3, FSDP2), the phases of the step along the x axis.
-Each bar is the planning model's bytes at that phase, stacked by kind (the paper's model states at the bottom,
-the step's buffers above); a black marker is what the busiest rank measured there, and a dashed box on the
-bar, where given, is how far above the model the measurement may be. A stretch the model has no phase for,
-the loss, may get a column of its own with a hollow marker. Grey bands mark the boundaries between passes,
-where no activations are live; a dashed line marks the model's peak, and a triangle on it the peak's bar. The
-figure is a view of numbers computed elsewhere: `Panel.heights` and `Panel.labels` give them without drawing.
+One panel per framework setup (DDP, ZeRO-1, ZeRO-2, ZeRO-3, FSDP2), the step's phases along the x axis. Each
+bar is the planning model's bytes at a phase, stacked by kind (model states at the bottom, buffers above); a
+black marker is what the busiest rank measured, a dashed box how far above the model it may be. The loss,
+which has no phase, may get a column of its own with a hollow marker. Grey bands mark the boundaries between
+passes; a dashed line marks the peak, a triangle its bar. `Panel.heights` and `Panel.labels` give the numbers.
 """
 
 from __future__ import annotations
@@ -23,14 +21,15 @@ from ..planning.step_parts import Timeline
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
 from .step_floor import apply_floor, lift
-from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, above, legend, title_peak
+from .step_legend import LEGEND_ROW, LEGEND_ROWS, LOSS_STYLE, STACK, Shown, above, fit, legend, title_peak
 
 #: Most phases named one by one on the axis; a longer step names its runs instead.
 MAX_LABELLED = 24
 #: a long step numbers every BLOCK_TICKS-th block on its x axis, in both passes
 BLOCK_TICKS = 8
-#: A long step's words for its thin columns after the backward pass, too narrow to name (`step_zoom` can).
-END_WORDS = "end of step"
+#: A long step's phases after the backward pass, one bar wide each, named upright by their short names.
+END_PHASES = ("gradient reduction", "before optimizer step", "optimizer step", "after optimizer step")
+END_NAMES = {SHORT[name] for name in END_PHASES}
 #: Most panels one figure holds.
 MAX_PANELS = 8
 #: Inches: the book's text column is about 784 px wide at matplotlib's 100 dpi.
@@ -139,7 +138,7 @@ class Panel:
     def labels(self) -> tuple[str, ...]:
         """The x axis's words, one per phase: every phase of a short step; else the start, each BLOCK_TICKS-th
         block's number in both passes (not the two beside the turn, where the loss's column goes), the passes'
-        names under the middle of their runs, and END_WORDS under the optimizer step."""
+        names under the middle of their runs, and each of `END_PHASES` by its short name."""
         phases = self.timeline.phases
         if not self.long:
             return tuple(short_name(p.name) for p in phases)
@@ -152,10 +151,8 @@ class Panel:
             middle = run[len(run) // 2]
             shown[middle] = "\n".join(filter(None, (shown[middle], words)))
         for i, phase in enumerate(phases):
-            if phase.name == "start of step":
+            if phase.name == "start of step" or phase.name in END_PHASES:
                 shown[i] = short_name(phase.name)
-            elif phase.name == "optimizer step":
-                shown[i] = END_WORDS
         return tuple(shown)
 
 
@@ -211,7 +208,7 @@ def plot_step(
     legend(fig, panels, unit, 1 - (0.3 if title else 0.05) / height, shown, peak_mark, bottom)
     if title:
         fig.suptitle(title.replace("$", r"\$"), fontsize=10, y=1 - 0.04 / height, va="top")
-    fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / height), h_pad=0.5)
+    fit(fig, bool(title))
     plt.close(fig)
     return fig
 
@@ -240,6 +237,9 @@ def _draw_panel(ax, panel: Panel, unit: str, peak_mark: bool = True) -> None:
     if panel.long:
         ax.set_xticks(ticks, labels, fontsize=7.5)
         ax.tick_params(axis="x", length=0)
+        for text in ax.get_xticklabels():
+            if text.get_text() in END_NAMES:
+                text.set(rotation=90, fontsize=6.5, va="top")
     else:
         ax.set_xticks(ticks, labels, rotation=40, ha="right", fontsize=7, rotation_mode="anchor")
     ax.set_xlim(-0.6, max(ticks) + 0.6)

@@ -146,3 +146,10 @@ def title_peak(ax, panel, unit: str, digits: int | None = None) -> None:
     which = "step-model peak" if panel.model_loss is None else "peak (loss counted)"
     shown = units.format_number(Fraction(top) / units.unit_size(unit), digits)
     ax.set_title(f"{which} {shown} {unit} at {where}", fontsize=8, loc="right", pad=3, color="crimson")
+
+
+def fit(fig, titled: bool) -> None:
+    """Lay a step figure's panels out under its legend (and its title, if `titled`): `plot_step` does it once
+    its panels are drawn, and `step_zoom` again once it has cut them to a few columns and named those."""
+    head = LEGEND_ROW * LEGEND_ROWS + (0.3 if titled else 0.05)
+    fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / fig.get_figheight()), h_pad=0.5)

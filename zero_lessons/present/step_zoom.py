@@ -17,7 +17,7 @@ from .. import checks, units
 from .axis_cut import mark_cut
 from .step_figure import Panel, check_panels, plot_step, short_name
 from .step_floor import differ_below, lift, note_rises
-from .step_legend import Shown, above, title_peak
+from .step_legend import Shown, above, fit, title_peak
 
 #: What a zoom can be around: the loss's column, or the step's end.
 AROUND = ("loss", "end")
@@ -76,7 +76,8 @@ def plot_zoom(
     ]
     kinds = drawn(panels, unit, around, cuts)  # the legend keeps to what the cut columns draw
     # the dashed line and the totals mark the peak here, so no triangle (plot_step leaves room for a title)
-    fig = plot_step(panels, unit, title or TITLES.get(around, ""), shown=kinds, peak_mark=False)
+    title = title or TITLES.get(around, "")
+    fig = plot_step(panels, unit, title, shown=kinds, peak_mark=False)
     highs = _same([float(max(named.values())) for named in every], max, same_floor)
     for ax, panel, cut, named, high, pairs in zip(fig.axes, panels, cuts, every, highs, placed, strict=True):
         shown = window(panel, around)
@@ -94,6 +95,7 @@ def plot_zoom(
         for text in ax.texts[:]:  # a reference line's label, outside the cut y range, would float
             if text.get_transform() != ax.transData and not cut <= text.get_position()[1] <= high * 1.3:
                 text.set_visible(False)
+    fit(fig, bool(title))  # laid out again for the columns' own names
     return fig
 
 
