@@ -481,7 +481,7 @@ def test_json_shape():
         (lambda: Model("m", TINY.layers, -1), "tied must be a whole number from 0"),
         (lambda: Model("m", TINY.layers, 11), "tied must be a whole number from 0 to 10"),
         (lambda: Model("m", PAIR.layers, 4), "tied must be 0 or the size of one of layer 1's tensors, got 4"),
-        (lambda: transformer_model(SHAPE_7B, head=1), "head must be True or False, got 1"),
+        (lambda: transformer_model(SHAPE_7B, head=1), "head must be True or False, got int 1"),
         (lambda: layered_model([(1,), (2,)], [1]), "saved must give one value per layer (2), got 1"),
         (lambda: timeline(TINY, "ddp", 2), "framework must be Paper, DDP, DeepSpeed or FSDP2"),
         (lambda: timeline(TINY, DDP(), 0), "gpus must be a whole number from 1"),

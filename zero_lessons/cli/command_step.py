@@ -37,7 +37,7 @@ blocks, temporaries inside an op or a collective, CUDA context (see `planning.st
 #: The transformer's shape flags: each changes one field of the chosen --model.
 SHAPE = ("layers", "hidden", "heads", "seq_len", "micro_batch", "vocab")
 #: Flags that describe a transformer, and so do not combine with --params.
-TRANSFORMER_ONLY = ("model", "hidden", "heads", "seq_len", "micro_batch", "vocab", "attention", "loss_copies")
+TRANSFORMER_ONLY = ("model", *SHAPE[1:], "attention", "loss_copies", "head")
 #: The most fp32 copies of the logits --loss-copies takes.
 MAX_LOSS_COPIES = 1_000
 #: Flags that describe a --params model only.
@@ -140,6 +140,10 @@ def add_model(group) -> None:
         help="count the loss: N fp32 copies of the logits (s·b·V × 4 B each; 3 for PyTorch's "
         "cross-entropy) on top of the last forward phase, as lesson 11 does (default: left out)",
     )
+    head = "count the tied output layer's gradient for the embedding's weight, held through the backward pass"
+    group.add_argument(
+        "--head", action="store_true", help=f"{head} (lesson 13, section 1; default: left out)"
+    )
     group.add_argument(
         "--params", type=field_reader("params"), help="instead of a transformer: Ψ in --layers equal layers"
     )
@@ -220,7 +224,7 @@ def model_of(args):
         return plain_model(args.params, layers, args.layer_activations or 0, args.layer_input or 0)
     if given(args, PLAIN_ONLY):
         raise ValueError(f"{flag(given(args, PLAIN_ONLY)[0])} describes a --params model; add --params")
-    return step.transformer_model(shape_of(args), attention=args.attention or "unfused")
+    return step.transformer_model(shape_of(args), attention=args.attention or "unfused", head=args.head)
 
 
 def shape_of(args):

@@ -100,19 +100,17 @@ def transformer_model(
     "unfused" attention, which stores the s × s matrices; 34·s·b·h with "flash" (FlashAttention), which
     never does. Checkpointed, a block keeps only its 2·s·b·h input. Ψ here is `shape.params` plus 13·h
     per block for biases and norms, which `Transformer.params` rounds away; the final norm and the logits
-    are left out. With `head`, the output layer that reuses the embedding's weight counts its one lasting
-    effect on the step: its gradient for that weight, held through the backward pass (`Model.tied`).
+    are left out. `head` counts the tied output layer's gradient for the embedding's weight (`Model.tied`).
     """
     if not isinstance(shape, activations.Transformer):
         raise TypeError(f"shape must be an activations.Transformer, got {type(shape).__name__}")
-    if not isinstance(head, bool):
-        raise TypeError(f"head must be True or False, got {head!r}")
+    tied = shape.vocab * shape.hidden if checks.flag("head", head) else 0
     saved = activations.layer_bytes(shape, attention=attention)
     s, b, h = shape.seq_len, shape.micro_batch, shape.hidden
     block = block_tensors(h)
     blocks = tuple(Layer(f"block {i}", block, saved, 2 * s * b * h) for i in range(1, shape.layers + 1))
     name = f"GPT {shape.layers}×{h}" + (" with its tied output layer" if head else "")
-    return Model(name, (Layer("embedding", (shape.vocab * h,)), *blocks), shape.vocab * h if head else 0)
+    return Model(name, (Layer("embedding", (shape.vocab * h,)), *blocks), tied)
 
 
 def layered_model(tensors, saved=None, checkpointed=None, *, name: str = "custom") -> Model:
