@@ -31,7 +31,11 @@ def test_the_baseline_states_the_config_the_key_tables_numbers_start_from():
     assert base.advisor_differs(2) == {"overlap_comm": (False, True)} and base.advisor_differs(3) == {}
     assert base.peak(2, advisor=True).total == keys.peak(overlap, True) > base.peak(2).total
     assert base.peak(3, advisor=True).total == base.peak(3).total
-    assert cells["the advisor's config for this example"] == (
+    from zero_lessons.planning.advice import advise_model
+    from zero_lessons.stages import Stage
+
+    assert advise_model(keys.SHAPE, 8, "80GB").stage == Stage.ZERO2  # the row's name says so
+    assert cells[baseline.ADVISOR_ROW] == (
         "stage 2: overlap_comm True (default False), peak with the loss 59.55 GB; "
         "stage 3: no key differs, peak with the loss 50.52 GB"
     )
