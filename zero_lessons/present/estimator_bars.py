@@ -1,5 +1,5 @@
 """Lesson 06's picture of DeepSpeed's estimator beside the optimizer step: for ZeRO-2 and ZeRO-3, the ZeRO
-paper's count (what a GPU keeps between steps), the estimator's, and what a GPU holds at its step, by item.
+paper's count (which it holds all step), the estimator's, and what a GPU holds at its step, by item.
 
 The paper's and the estimator's bytes per kind come from `counts.PLACES`, the table the lesson shows first;
 the step's two copies from `step_check` (DeepSpeed's step flattens the gradient shard in 16 bits, then casts
@@ -30,8 +30,8 @@ ITEMS = {
 }
 #: counts.KINDS (by index) -> the item it is drawn as: the fp32 master weights and Adam moments are one item.
 _ITEM_OF = ("16-bit weights", "16-bit gradients", "fp32 gradient copy", "optimizer state", "optimizer state")
-#: The three counts per stage, in order. The paper's is what a GPU keeps between steps (at stage 3, with a
-#: gradient bucket besides).
+#: The three counts per stage, in order. The paper's holds all step (DeepSpeed's stage 3 keeps a gradient bucket
+#: besides; its stage 2 frees its gradient partition between steps).
 MOMENTS = ("paper", "estimator", "at the step")
 #: The two counts, as `bars` names them; the other bars are moments of the step.
 _COUNTS = tuple(f", {moment}" for moment in MOMENTS[:2])
