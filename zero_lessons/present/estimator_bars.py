@@ -30,8 +30,8 @@ ITEMS = {
 }
 #: counts.KINDS (by index) -> the item it is drawn as: the fp32 master weights and Adam moments are one item.
 _ITEM_OF = ("16-bit weights", "16-bit gradients", "fp32 gradient copy", "optimizer state", "optimizer state")
-#: The three counts per stage, in order. The paper's holds all step (DeepSpeed's stage 3 keeps a gradient bucket
-#: besides; its stage 2 frees its gradient partition between steps).
+#: The three counts per stage, in order. The paper's holds all step (DeepSpeed's stage 3 keeps a gradient
+#: bucket besides; its stage 2 frees its gradient partition between steps).
 MOMENTS = ("paper", "estimator", "at the step")
 #: The two counts, as `bars` names them; the other bars are moments of the step.
 _COUNTS = tuple(f", {moment}" for moment in MOMENTS[:2])
