@@ -237,7 +237,7 @@ def test_explained_tables_show_deepspeeds_gib_and_the_terms():
     markdown, html = explained._repr_markdown_(), explained._repr_html_()
     assert markdown.count("\n") == 3 and "**13.97 GiB**" in markdown and "**29.69 GiB**" in markdown
     assert html.count("<tr>") == 3 and "<b>335.28 GiB</b>" in html
-    assert "max(4 B × 8 processes, 16 B) × Ψ × 1.5 = 360 GB" in markdown
+    assert "max(4 B × 8 GPUs of the job, 16 B) × Ψ × 1.5 = 360 GB" in markdown
     three = ds_estimator.explain_zero3(PSI, 10**6, 8)._repr_html_()
     assert "&#x27;" not in three  # quotes need no escaping inside a cell
     assert "offloaded state (our reading): 18 B × Ψ × 1.5 = 202.5 GB" in three  # one node: no "/ 1 node"

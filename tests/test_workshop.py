@@ -818,7 +818,7 @@ def test_the_host_question_names_deepspeeds_estimator_and_the_host_formula_it_gr
         g = dict(q.given)
         psi, n = g["params"], g["gpus"]
         formulas = {
-            (Stage.ZERO2, "optimizer"): (f"max(4 B × {n} processes, 16 B) × Ψ × 1.5", max(4 * n, 16)),
+            (Stage.ZERO2, "optimizer"): (f"max(4 B × {n} GPUs of the job, 16 B) × Ψ × 1.5", max(4 * n, 16)),
             (Stage.ZERO3, "optimizer"): ("16 B × Ψ × 1.5", 16),
             (Stage.ZERO3, "optimizer+parameters"): ("18 B × Ψ × 1.5", 18),
         }

@@ -227,12 +227,12 @@ def _column(terms: tuple[Term, ...], total: int, bold) -> str:
     return "\n".join([*parts, (whole if len(parts) > 1 else "") + "= " + bold(f"{gib} GiB")])
 
 
-def _host_max(p: int, processes: int, state: Fraction, factor: Fraction) -> Term:
-    """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × its margin."""
+def _host_max(p: int, processes: int, state: Fraction, factor: Fraction, whose: str = "processes") -> Term:
+    """DeepSpeed's max(an fp32 model per process, the offloaded state) × Ψ × its margin; `whose` names the
+    processes counted ("processes" of the node, or ZeRO-2's "GPUs of the job")."""
     return Term(
         "larger of fp32 model per process and offloaded state (our reading)",
-        f"max(4 B × {processes} processes, {units.format_number(state)} B) × Ψ × "
-        f"{units.format_number(factor)}",
+        f"max(4 B × {processes} {whose}, {units.format_number(state)} B) × Ψ × {units.format_number(factor)}",
         p * max(4 * processes, state) * factor,
     )
 
@@ -251,7 +251,7 @@ def explain_zero2(total_params: int, gpus_per_node: int = 1, nodes: int = 1, add
     p, per_node, nodes, factor = _common(total_params, gpus_per_node, nodes, additional_buffer_factor)
     gpus, whole = per_node * nodes, Term("fp16 weights, whole", "2 B × Ψ", Fraction(2 * p))
     split = Term(SPLIT_18[2], f"18 B × Ψ / {gpus}", Fraction(18 * p, gpus))
-    offloaded = _host_max(p, gpus, Fraction(16), factor)  # DeepSpeed counts every GPU here, not the node's
+    offloaded = _host_max(p, gpus, Fraction(16), factor, "GPUs of the job")  # every GPU, not the node's
     rows = zero2_all_cold(p, per_node, nodes, factor)
     return Explained(
         (
