@@ -40,7 +40,7 @@ class Checks:
     at_step: Fraction  #: at the optimizer step
     backward: (
         Fraction | None
-    )  #: the backward pass with its buckets; None at stage 3 (it needs the model's shape)
+    )  #: the backward pass with its buckets; None at stage 3 (it needs a step model of the layers)
 
     @property
     def budget(self) -> Fraction:
@@ -120,5 +120,5 @@ def _row(found: Checks, unit: str) -> list[str]:
 def _cell(nbytes: Fraction | int | None, ok: bool | None, unit: str) -> str:
     """A figure and its verdict: "28.125: yes", "31.875: **no**"; "—" where the check needs the model."""
     if nbytes is None:
-        return "— (needs the model's shape)"
+        return "— (needs a step model: lesson 11)"
     return f"{units.format_number(units.in_unit(nbytes, unit))}: {'yes' if ok else '**no**'}"
