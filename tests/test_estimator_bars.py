@@ -84,6 +84,11 @@ def test_the_chart_draws_the_card_and_its_headroom_band():
     dashes = [c for c in ax.collections if not c.get_hatch() and len(c.get_segments()) == 1]
     moments = sorted(tuple(seg[:, 0]) for c in dashes for seg in c.get_segments() if seg[0, 1] == 31)
     assert moments == [(1.5, 3.5), (5.5, 6.5)]  # the moments' 1 GB line over the others
+    inks = {t.get_text(): t.get_color() for t in ax.texts if t.get_text() in ("28.125", "30.125")}
+    assert inks == {
+        "28.125": "white",
+        "30.125": "black",
+    }  # inside its bar: white on green, black on light gold
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import math
 from fractions import Fraction
 
 import matplotlib.pyplot as plt
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from .. import checks, communication, memory, units
@@ -167,8 +168,10 @@ def _mark_gpus(ax, setup: Setup, unit: str) -> None:
 
 #: Inches a bars chart widens for each bar past six, so that two-line category names stay apart.
 BAR_WIDTH = 1.6
-#: How such a label is drawn: just under the bar's top, white and bold on the bar's colour.
-INSIDE = {"xytext": (0, -4), "textcoords": "offset points", "color": "white", "fontweight": "bold"}
+#: A colour whose luma passes this is light: a label drawn inside a bar of it is black, not white.
+LIGHT = 0.6
+#: How a label inside a bar is drawn: just under the bar's top, bold (its colour by `_ink`).
+INSIDE = {"xytext": (0, -4), "textcoords": "offset points", "fontweight": "bold"}
 
 
 def draw(chart: figures.Chart) -> Figure:
@@ -208,10 +211,17 @@ def _bars(ax, chart: figures.Chart) -> None:
         lifted = {"xytext": (0, 3), "textcoords": "offset points", "bbox": box}
     scale = max([*bottom, chart.line or 0])
     for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
-        if bar_limits.just_under(chart, top, scale, x):  # a label above would sit on a line: inside, in white
-            ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, **INSIDE)
+        if bar_limits.just_under(chart, top, scale, x):  # a label above would sit on a line: inside the bar
+            ink = _ink(chart.colours[[n for n, h in chart.series.items() if h[x]][-1]])
+            ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, color=ink, **INSIDE)
         else:
             ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
+
+
+def _ink(colour: str) -> str:
+    """White on a dark bar's colour, black on a light one (its luma over LIGHT), so a label inside reads."""
+    red, green, blue = to_rgb(colour)
+    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > LIGHT else "white"
 
 
 def plot_step_times(params: int, gpus: int, links: dict[str, str], dtype: str = "fp16") -> Figure:
