@@ -36,8 +36,7 @@ MOMENTS = ("paper", "estimator", "at the step")
 #: The two counts, as `bars` names them; the other bars are moments of the step.
 _COUNTS = tuple(f", {moment}" for moment in MOMENTS[:2])
 #: The bar stage 2 adds between its estimator and its step: what the paper counts, and the backward pass's
-#: two gradient buckets (with overlap_comm, as `advise` writes it). Stage 3's backward pass needs the model's
-#: shape.
+#: two gradient buckets (with overlap_comm, as `advise` writes it). Stage 3's needs a step model (lesson 11).
 BACKWARD = "backward pass"
 #: counts.PLACES' rows for the paper and the estimator without offload, by stage.
 _ROWS = {Stage.ZERO2: counts.NO_OFFLOAD[:2], Stage.ZERO3: counts.NO_OFFLOAD[2:]}
@@ -112,9 +111,7 @@ def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]
     for stage in _ROWS:
         for moment, (split, whole) in per_element(stage).items():
             held = {item: Fraction(split[item] * params, gpus) + whole[item] * params for item in ITEMS}
-            if (
-                stage is Stage.ZERO2 and moment == MOMENTS[2]
-            ):  # before its step, the backward pass: its buckets
+            if stage is Stage.ZERO2 and moment == MOMENTS[2]:  # first the backward pass, with its buckets
                 kept = out[f"{stage.label}, {MOMENTS[0]}"]
                 out[f"{stage.label}, {BACKWARD}"] = kept | {"gradient bucket": pick_checks.BACKWARD_BUCKETS}
             if moment == MOMENTS[2]:  # the copies of as many elements as step_check holds at once
