@@ -140,6 +140,8 @@ def test_charts_draw_what_the_table_says():
     top = 120 * 1.12  # the axis's top: the tallest bar and 12% above it
     (band_y,) = re.findall(r"<line class='band' x1='\d+' y1='([\d.]+)'", bars)
     assert abs(float(band_y) - (28 + (260 - 28 - 50) * (1 - 72 / top))) < 0.1 and "keeping 10% free" in bars
+    hatched = bars.index("<rect class='band'")  # grey hatching, as the figures draw it, behind the columns
+    assert "fill='url(#zero-band-hatch)'" in bars and hatched < bars.index("class='bar'")
     busy = plot_memory_bars(compute_view(Settings(activations=Fraction(5 * GB))))  # activations drawn on top
     assert busy.count("class='bar'") == 4 * 4 and "data-series='activations'" in busy
     assert re.findall(r"class='total'[^>]*>([^<]+)<", busy) == ["125", "46.25", "33.125", "20"]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from . import figures
 
-#: The hatching of the band a headroom keeps free: grey, so that it matches no bar's colour.
-BAND_HATCH = "#bbb"
 #: A band thinner than this share of the axis's height gets an inset.
 ZOOM_BELOW = 0.05
 #: How far the inset reaches, in band widths: this many below the band's lower edge, and above the card.
@@ -22,7 +20,7 @@ def hatch(
 ) -> None:
     """Hatch `chart`'s band, from its lower edge up to the card, behind the bars: across the axes, or over
     `span` (left and right x) alone."""
-    style = {"fc": "none", "ec": BAND_HATCH, "hatch": "///", "lw": 0, "zorder": 0, "label": label}
+    style = {"fc": "none", "ec": figures.BAND_HATCH, "hatch": "///", "lw": 0, "zorder": 0, "label": label}
     if span is None:
         ax.axhspan(chart.band, chart.line, **style)
     else:

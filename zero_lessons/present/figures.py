@@ -46,6 +46,9 @@ def gpu_grid(max_gpus: int) -> tuple[int, ...]:
 #: GPU counts the explorer's scaling view plots: 1 to 4,096.
 SCALING_GPUS = gpu_grid(4096)
 
+#: The hatching of the band a headroom keeps free, in every renderer: grey, to match no bar's colour.
+BAND_HATCH = "#bbb"
+
 
 @dataclass(frozen=True)
 class Chart:

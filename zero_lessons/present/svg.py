@@ -11,9 +11,10 @@ import math
 from html import escape
 
 from .. import checks
-from .figures import Chart
+from .figures import BAND_HATCH, Chart
 
 WIDTH, HEIGHT = 420, 260
+HATCH_ID = "zero-band-hatch"  #: the band's hatching pattern: every chart defines it alike, so a page agrees
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 28, 50
 
 
@@ -97,22 +98,19 @@ def bar_chart(
     _checked(categories, series, colours, line, band, **texts)
     _checked_names(categories, series, labels)
     totals = [sum(values[i] for values in series.values()) for i in range(len(categories))]
-    top = (
-        max([*totals, line or 0, band or 0]) or 1
-    ) * 1.12  # all zero (one GPU sends nothing): a 0 to 1 axis
+    top = (max([*totals, line or 0, band or 0]) or 1) * 1.12  # all zero (one GPU sends nothing): 0 to 1
     plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - RIGHT
     y = lambda v: TOP + plot_h * (1 - v / top)  # noqa: E731
     slot = plot_w / len(categories)
-    body = _y_axis(top, y)
+    behind, edge = ([], []) if band is None else _band(y(band), y(band if line is None else line), band_label)
+    body = _y_axis(top, y) + behind
     for i, name in enumerate(categories):
         heights = {label: values[i] for label, values in series.items()}
         x = LEFT + i * slot + slot * 0.15
         body += _column(name, heights, labels[i] if labels else None, colours, x, slot, y)
     if line is not None:
         body += _limit(y(line), line_label)
-    if band is not None:
-        body += _band(y(band), y(band if line is None else line), band_label)
-    body += _legend(list(series), colours)
+    body += edge + _legend(list(series), colours)
     return _frame(title, ylabel, body)
 
 
@@ -170,12 +168,18 @@ def _limit(at: float, label: str) -> list[str]:
     ]
 
 
-def _band(at: float, limit: float, label: str) -> list[str]:
-    """The card less its headroom, as the matplotlib bars draw it: a faint crimson band from height `at` up to
-    the limit line at `limit`, a dotted line at `at`, and `label` under that line's right end."""
-    return [
+def _band(at: float, limit: float, label: str) -> tuple[list[str], list[str]]:
+    """The band the headroom keeps free, as the matplotlib bars draw it: grey hatching from height `at` up to
+    the limit line at `limit`, drawn behind the columns; and over them its edge, a dotted line at `at`, with
+    `label` under the line's right end."""
+    stroke = f"stroke='{BAND_HATCH}' stroke-width='1'"
+    behind = [
+        f"<defs><pattern id='{HATCH_ID}' width='6' height='6' patternUnits='userSpaceOnUse' "
+        f"patternTransform='rotate(45)'><line x1='0' y1='0' x2='0' y2='6' {stroke}/></pattern></defs>",
         f"<rect class='band' x='{LEFT}' y='{limit:.1f}' width='{WIDTH - RIGHT - LEFT}' "
-        f"height='{at - limit:.1f}' fill='crimson' fill-opacity='0.08'/>",
+        f"height='{at - limit:.1f}' fill='url(#{HATCH_ID})'/>",
+    ]
+    return behind, [
         f"<line class='band' x1='{LEFT}' y1='{at:.1f}' x2='{WIDTH - RIGHT}' y2='{at:.1f}' "
         f"stroke='crimson' stroke-opacity='0.6' stroke-dasharray='2,2'/>",
         f"<text x='{WIDTH - RIGHT}' y='{at + 12:.1f}' text-anchor='end' fill='crimson'>"
