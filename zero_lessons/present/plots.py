@@ -212,7 +212,7 @@ def _bars(ax, chart: figures.Chart) -> None:
     scale = max([*bottom, chart.line or 0])
     for x, (top, label) in enumerate(zip(bottom, labels, strict=True)):
         if bar_limits.just_under(chart, top, scale, x):  # a label above would sit on a line: inside the bar
-            ink = _ink(chart.colours[[n for n, h in chart.series.items() if h[x]][-1]])
+            ink = _ink(chart.colours[next(n for n in reversed(chart.series) if chart.series[n][x])])
             ax.annotate(label, (x, top), ha="center", va="top", fontsize=9, color=ink, **INSIDE)
         else:
             ax.annotate(label, (x, top), ha="center", va="bottom", fontsize=9, **lifted)
