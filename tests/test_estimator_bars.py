@@ -49,8 +49,8 @@ def test_lesson_06s_bars_for_the_articles_model_on_8_gpus():
         "ZeRO-3, at the step": 21.625,
     }
     assert parts["ZeRO-3, estimator"]["largest layer's buffer"] == 4 * EMBEDDING
-    assert parts["ZeRO-3, at the step"]["gradient bucket"] == GB
-    assert parts["ZeRO-2, backward pass"]["gradient bucket"] == 2 * GB  # two buckets, with overlap_comm
+    assert parts["ZeRO-3, at the step"]["gradient buckets"] == GB
+    assert parts["ZeRO-2, backward pass"]["gradient buckets"] == 2 * GB  # two buckets, with overlap_comm
     assert parts["ZeRO-3, estimator"]["16-bit gradients"] == 0  # the estimator's stage 3 leaves them out
     assert parts["ZeRO-2, at the step"]["flattened 16-bit gradient copy"] == 2 * PSI / 8
 

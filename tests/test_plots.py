@@ -40,7 +40,7 @@ def test_the_headroom_band_is_hatched_behind_the_bars_and_named_in_the_legend():
         bars = [bar for container in axes.containers for bar in container]
         assert band.get_zorder() < min(bar.get_zorder() for bar in bars) and band.get_facecolor()[3] == 0
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend[1:3] == ["keeping 10% free", "what that leaves: 27 GB"]
+    assert legend[1:3] == ["keeping 10% free", "90% of the card: 27 GB"]
     seven = figures.Chart("bars", tuple("abcdefg"), {"s": (1,) * 7}, {"s": "k"})
     assert plots.draw(seven).get_figwidth() == 8.4 + plots.BAR_WIDTH  # a bar past six: wider by one
 

@@ -52,10 +52,11 @@ def _band(ax, chart: figures.Chart) -> None:
     """Hatch from `chart.band` up to the card, dot the band's edge, and label it with its value: across the
     axes, or over `chart.band_bars` alone. Grey, behind the bars: no bar's colour reads as the band."""
     value = f"{units.format_number(chart.band)} {chart.ylabel}"
+    edge_label = f"{units.format_number(100 * chart.band / chart.line, 1)}% of the card: {value}"
     edge = {"color": "crimson", "ls": ":", "alpha": 0.6}
     if chart.band_bars is None:
         bar_zoom.hatch(ax, chart, chart.band_label)
-        ax.axhline(chart.band, label=f"what that leaves: {value}", **edge)
+        ax.axhline(chart.band, label=edge_label, **edge)
         ax.annotate(
             value, (1, chart.band), xycoords=("axes fraction", "data"), ha="right", va="top", color="#c77"
         )
@@ -63,7 +64,7 @@ def _band(ax, chart: figures.Chart) -> None:
     spans = runs(chart.band_bars)
     for k, (left, right) in enumerate(spans):
         bar_zoom.hatch(ax, chart, None if k else chart.band_label, (left, right))
-        ax.hlines(chart.band, left, right, label=None if k else f"what that leaves: {value}", **edge)
+        ax.hlines(chart.band, left, right, label=None if k else edge_label, **edge)
     ax.annotate(value, (spans[-1][1], chart.band), ha="right", va="top", color="#c77")
 
 

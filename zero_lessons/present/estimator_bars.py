@@ -25,7 +25,7 @@ ITEMS = {
     "optimizer state": STATE_COLOURS["optimizer"],
     "flattened 16-bit gradient copy": KIND_COLOURS["optimizer temporaries"],
     "fp32 gradient copy": KIND_COLOURS["fp32 gradients"],
-    "gradient bucket": KIND_COLOURS["gradient buckets"],
+    "gradient buckets": KIND_COLOURS["gradient buckets"],
     "largest layer's buffer": KIND_COLOURS["gathered parameters"],
 }
 #: counts.KINDS (by index) -> the item it is drawn as: the fp32 master weights and Adam moments are one item.
@@ -113,13 +113,13 @@ def bars(params: int, gpus: int, largest: int) -> dict[str, dict[str, Fraction]]
             held = {item: Fraction(split[item] * params, gpus) + whole[item] * params for item in ITEMS}
             if stage is Stage.ZERO2 and moment == MOMENTS[2]:  # first the backward pass, with its buckets
                 kept = out[f"{stage.label}, {MOMENTS[0]}"]
-                out[f"{stage.label}, {BACKWARD}"] = kept | {"gradient bucket": pick_checks.BACKWARD_BUCKETS}
+                out[f"{stage.label}, {BACKWARD}"] = kept | {"gradient buckets": pick_checks.BACKWARD_BUCKETS}
             if moment == MOMENTS[2]:  # the copies of as many elements as step_check holds at once
                 copied = step_check.copied(params, gpus, stage)
                 held |= {item: size * copied for item, size in _STEP_COPIES.items()}
             if stage is Stage.ZERO3:
                 held["largest layer's buffer"] += buffer if moment == MOMENTS[1] else 0
-                held["gradient bucket"] += step_check.BUCKET_BYTES if moment == MOMENTS[2] else 0
+                held["gradient buckets"] += step_check.BUCKET_BYTES if moment == MOMENTS[2] else 0
             out[f"{stage.label}, {moment}"] = held
     return out
 
