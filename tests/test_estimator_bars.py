@@ -65,6 +65,7 @@ def test_the_table_adds_up_to_the_lessons_bytes_per_shard_element():
     assert "| **in all, split** | **14** | **18** | **20** | **16** | **18** | **22** |" in text
     assert "| 16-bit weights | whole | whole | whole | 2 | 2 | 2 |" in text
     assert "| 16-bit gradients | 2 | 2 | 2 | 2 | — | 2 |" in text
+    assert "| also counted | — | — | — | — | 4 B per parameter" in text  # stage 2's whole weights: their row
 
 
 def test_the_chart_draws_the_card_and_its_headroom_band():

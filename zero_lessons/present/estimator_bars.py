@@ -88,10 +88,10 @@ def _cell(split: dict[str, int], whole: dict[str, int], item: str) -> str:
 
 
 def _besides(stage: Stage, moment: str) -> str:
-    """What a count holds beyond the shard: stage 2's whole weights; at stage 3, the estimator's buffer or,
-    at the step, the gradient bucket (the paper's count leaves it out)."""
+    """What a count holds beyond its items' rows: nothing at stage 2 (its whole weights have their row); at
+    stage 3, the estimator's buffer or, at the step, the gradient bucket (the paper's count leaves it out)."""
     if stage is Stage.ZERO2:
-        return "the whole 16-bit weights"
+        return "—"
     return {
         MOMENTS[1]: "4 B per parameter of the largest layer",
         MOMENTS[2]: f"a {units.format_bytes(step_check.BUCKET_BYTES)} gradient bucket, all step",
