@@ -178,7 +178,7 @@ def _legend(fig, shown: set[str]) -> None:
         "its backward use",
         "all-gathered here (a bar's start)",
         "how far stage3_max_reuse_distance reaches from its forward use",
-        "how far the prefetcher's walk had gone at its forward use (before its release)",
+        "how far the prefetcher's walk had gone at its forward use (before the tensor is freed)",
     ]
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
 
