@@ -255,6 +255,16 @@ def test_only_keeps_the_lines_whose_options_match_in_deepspeeds_order():
     assert with_init._repr_markdown_().count("\n") == 1 + 3 and every.only("no such option").lines == ()
 
 
+def test_gpu_only_drops_the_host_column_from_every_rendering_and_keeps_it_dropped_through_only():
+    explained = ds_estimator.explain_zero3(PSI, 10**6, 8)
+    gpu = explained.gpu_only().only("zero_init=1")
+    assert gpu.lines == explained.only("zero_init=1").lines and not gpu.host and explained.host
+    markdown, html = gpu._repr_markdown_(), gpu._repr_html_()
+    assert markdown.splitlines()[:2] == ["| options | per GPU |", "| --- | --- |"]
+    assert "host memory" not in markdown + html and "B × Ψ × 1.5" not in markdown + html
+    assert all(len(row) == 2 for row in gpu.cells()) and "**1.75 GiB**" in markdown  # the GPU column stays
+
+
 def test_printout_is_deepspeeds_header_and_lines_without_trailing_blanks():
     shown = ds_estimator.printout(ds_estimator.zero2_all_cold(PSI, 8)).splitlines()
     assert shown[0] == "  per CPU  |  per GPU |   Options"  # as DeepSpeed prints it: per CPU is per node

@@ -16,6 +16,7 @@ from fractions import Fraction
 
 from .. import checks, units
 from ..inputs import Setup
+from .ds_explained import Explained, Term
 
 #: The DeepSpeed release whose formulas this module follows.
 DEEPSPEED_VERSION = "0.19.8"
@@ -162,69 +163,6 @@ def zero3_all_cold(
         zero3(*args, cpu_offload=o, cpu_offload_params=p, zero_init=i, additional_buffer_factor=factor)
         for o, p, i in ZERO3_LINES
     ]
-
-
-@dataclass(frozen=True)
-class Term:
-    """One part of a column of DeepSpeed's estimate: what it counts, its arithmetic, and its bytes."""
-
-    what: str  #: in words, e.g. "fp16 weights, whole on every GPU"
-    formula: str  #: DeepSpeed's arithmetic with this setup's numbers, Ψ left as Ψ
-    nbytes: Fraction  #: exact, before DeepSpeed's int()
-
-
-@dataclass(frozen=True, repr=False)
-class Explained:
-    """A list of estimate lines, each with the terms that add up to its GPU and its host column."""
-
-    lines: tuple[tuple[Estimate, tuple[Term, ...], tuple[Term, ...]], ...]  #: (line, GPU terms, host terms)
-
-    def cells(self, bold=lambda text: f"**{text}**") -> list[list[str]]:
-        """A header row, then per line: its options, and each column's terms and total, one per text line."""
-        body = [
-            [
-                est.options.replace(" ,", ","),
-                _column(gpu, est.gpu_bytes, bold),
-                _column(host, est.cpu_bytes, bold),
-            ]
-            for est, gpu, host in self.lines
-        ]
-        return [["options", "per GPU", "host memory per node"], *body]
-
-    def only(self, options: str) -> Explained:
-        """The lines whose options, as DeepSpeed prints them, contain `options` (e.g. "zero_init=1")."""
-        return Explained(tuple(line for line in self.lines if options in line[0].options))
-
-    def _repr_markdown_(self) -> str:
-        head, *body = self.cells()
-        table = [head, ["---"] * 3, *body]
-        return "\n".join("| " + " | ".join(c.replace("\n", "<br>") for c in r) + " |" for r in table)
-
-    def _repr_html_(self) -> str:
-        from html import escape  # only notebooks render HTML
-
-        head, *body = self.cells(lambda text: f"\0{text}\1")  # marks kept through escape()
-
-        def cell(tag: str, text: str) -> str:
-            marked = (
-                escape(text, quote=False).replace("\n", "<br>").replace("\0", "<b>").replace("\1", "</b>")
-            )
-            return f"<{tag}>{marked}</{tag}>"
-
-        rows = ["<tr>" + "".join(cell("th", c) for c in head) + "</tr>"]
-        rows += ["<tr>" + "".join(cell("td", c) for c in r) + "</tr>" for r in body]
-        return f"<table class='zero-estimate'>{''.join(rows)}</table>"
-
-    def __repr__(self) -> str:
-        return "\n\n".join("\n".join(r) for r in self.cells())
-
-
-def _column(terms: tuple[Term, ...], total: int, bold) -> str:
-    """Terms one per line, then the total in GB (unless one term already gave it) and as DeepSpeed prints it
-    (GiB, labelled "GB")."""
-    parts = [f"{t.what}: {t.formula} = {units.format_bytes(t.nbytes)}" for t in terms]
-    gib, whole = units.format_number(Fraction(total, units.GiB), 2), f"= {units.format_bytes(total)} "
-    return "\n".join([*parts, (whole if len(parts) > 1 else "") + "= " + bold(f"{gib} GiB")])
 
 
 def _host_max(p: int, processes: int, state: Fraction, factor: Fraction, whose: str = "processes") -> Term:
