@@ -61,6 +61,7 @@ def test_at_a_gpts_size_the_loss_is_gigabytes_and_the_activation_buffers_megabyt
     assert timeline_view.at_size(mid, 1)["loss"] == 2_048 * 4 * 50_257 * 4  # the micro-batch counts too
     bf16 = timeline_view.at_size(SHAPE, Fraction(9, 2))["loss"]  # DeepSpeed's: and a bf16 copy, 2 B each
     assert bf16 == found["loss"] + 2 * 2_048 * 50_257 and round(bf16 / 1e9, 2) == 1.85
+    assert SHAPE.bf16_logits_bytes == 2 * 2_048 * 50_257 == bf16 - found["loss"]  # the head's own output
     with pytest.raises(TypeError, match="shape must be an activations.Transformer"):
         timeline_view.at_size(GPT, 4)
     for wrong in (0, Fraction(1, 3), 1.5):

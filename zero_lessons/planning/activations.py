@@ -45,6 +45,11 @@ class Transformer:
         """One fp32 copy of the logits, the head's output: s·b·V × 4 bytes (a loss holds a few)."""
         return 4 * self.seq_len * self.micro_batch * self.vocab
 
+    @property
+    def bf16_logits_bytes(self) -> int:
+        """The logits as a bf16 head outputs them, before a loss casts them to fp32: half `logits_bytes`."""
+        return self.logits_bytes // 2
+
 
 #: Fp32 copies of the logits PyTorch's cross-entropy holds at its highest, on bf16 logits cast to fp32 (a
 #: GPT's usual loss): log-softmax's saved output, the loss's gradient and log-softmax's gradient. Measured

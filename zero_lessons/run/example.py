@@ -27,5 +27,5 @@ def loss_bytes(shape: Transformer, head: bool = False) -> int:
     """The loss counted on top of the forward pass, as lesson 11 counts it: a cross-entropy's fp32 copies of
     `shape`'s logits; with `head`, the output layer's bf16 logits beside them."""
     return CROSS_ENTROPY_COPIES * shape.logits_bytes + (
-        shape.logits_bytes // 2 if checks.flag("head", head) else 0
+        shape.bf16_logits_bytes if checks.flag("head", head) else 0
     )
