@@ -18,7 +18,7 @@ def draw(ax, chart: figures.Chart) -> None:
     shown = ax.get_xlim()  # a limit drawn over some bars only must not widen it
     if chart.line is not None:
         value = f"{units.format_number(chart.line)} {chart.ylabel}"  # the line labelled with its value
-        ax.axhline(chart.line, color="crimson", ls="--", label=f"{chart.line_label}: {value}")
+        ax.axhline(chart.line, label=f"{chart.line_label}: {value}", **bar_zoom.CARD)
         ax.annotate(
             value,
             (1, chart.line),
@@ -53,10 +53,9 @@ def _band(ax, chart: figures.Chart) -> None:
     axes, or over `chart.band_bars` alone. Grey, behind the bars: no bar's colour reads as the band."""
     value = f"{units.format_number(chart.band)} {chart.ylabel}"
     edge_label = f"{units.format_number(100 * chart.band / chart.line, 1)}% of the card: {value}"
-    edge = {"color": "crimson", "ls": ":", "alpha": 0.6}
     if chart.band_bars is None:
         bar_zoom.hatch(ax, chart, chart.band_label)
-        ax.axhline(chart.band, label=edge_label, **edge)
+        ax.axhline(chart.band, label=edge_label, **bar_zoom.EDGE)
         ax.annotate(
             value, (1, chart.band), xycoords=("axes fraction", "data"), ha="right", va="top", color="#c77"
         )
@@ -64,7 +63,7 @@ def _band(ax, chart: figures.Chart) -> None:
     spans = runs(chart.band_bars)
     for k, (left, right) in enumerate(spans):
         bar_zoom.hatch(ax, chart, None if k else chart.band_label, (left, right))
-        ax.hlines(chart.band, left, right, label=None if k else edge_label, **edge)
+        ax.hlines(chart.band, left, right, label=None if k else edge_label, **bar_zoom.EDGE)
     ax.annotate(value, (spans[-1][1], chart.band), ha="right", va="top", color="#c77")
 
 

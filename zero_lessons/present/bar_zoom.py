@@ -15,6 +15,12 @@ ZOOM_BELOW = 0.05
 REACH_BELOW, REACH_ABOVE = 2, 1
 
 
+#: How the card is drawn, and the dotted lower edge of the band its headroom keeps free: on the chart
+#: (`bar_limits`) and in its inset alike.
+CARD = {"color": "crimson", "ls": "--"}
+EDGE = {"color": "crimson", "ls": ":", "alpha": 0.6}
+
+
 def hatch(
     ax, chart: figures.Chart, label: str | None = None, span: tuple[float, float] | None = None
 ) -> None:
@@ -63,8 +69,8 @@ def add(ax, chart: figures.Chart) -> None:
         label = chart.labels[i] if chart.labels else f"{top:.3g}"
         inset.annotate(label, (i, top), ha="center", va="bottom", fontsize=8)
     hatch(inset, chart)
-    inset.axhline(chart.line, color="crimson", ls="--")
-    inset.axhline(chart.band, color="crimson", ls=":", alpha=0.6)
+    inset.axhline(chart.line, **CARD)
+    inset.axhline(chart.band, **EDGE)
     low, high = window(chart)
     inset.set(
         ylim=(low, high),
