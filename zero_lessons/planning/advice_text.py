@@ -15,7 +15,8 @@ RULES = {
     "checkpointing or use a smaller micro-batch.",
     "offload": "Offload (not a numbered rule): no stage fits on the GPUs alone, so move state to host "
     "memory, at a cost in PCIe traffic; with it, the lowest stage that fits is taken.",
-    "does-not-fit": "Even stage 3 is not enough: its model state leaves too little room on these GPUs.",
+    "does-not-fit": "Even stage 3 is not enough: its model state alone does not fit these GPUs with the "
+    "headroom free.",
 }
 #: Each key of RULES as the article's rule it applies, in a few words. A key names the rule's cause, not the
 #: stage: "partition-optimizer" (Rule 1) picks stage 2 as well, which splits the gradients too.
