@@ -48,7 +48,9 @@ def test_stage_2_waits_for_the_first_layers_gradients():
     )
     assert gpu[1].end == compute and gpu[0].end == compute / 3
     assert (hidden.start, hidden.end, hidden.spread) == (compute - compute * 2 / 3 / 8, compute, True)
-    assert hidden.label == "this trip: 4 B, 0.15 s" and trip.adds > Fraction("0.0476")  # outlasts its window
+    assert hidden.label == "4 B, 0.15 s of copies, spread here" and trip.adds > Fraction(
+        "0.0476"
+    )  # outlasts its window
     assert (down.start, down.end, down.spread, down.label) == (compute, compute + trip.adds, False, "")
     assert (last.start, last.end, last.last) == (down.end, compute + trip.most, True)
     assert last.label == "adds 0.085 to 0.102 s (its last buckets)"
@@ -63,9 +65,13 @@ def test_hidden_trips_spread_over_their_pass():
         (0, compute / 3, True),
         (compute / 3, compute, True),
     ]  # weights up in the forward pass; the backward pass's 10 B
-    assert [s.label for s in trips] == ["2 B, 0.075 s", "this trip: 10 B, 0.375 s"]
+    assert [s.label for s in trips] == ["2 B, 0.075 s", "10 B, 0.375 s of copies, spread here"]
     (three,) = [s for s in spans(STEPS["ZeRO-3"]) if s.lane == "PCIe" and s.spread]
-    assert (three.start, three.end, three.label) == (compute / 3, compute, "this trip: 8 B, 0.3 s")
+    assert (three.start, three.end, three.label) == (
+        compute / 3,
+        compute,
+        "8 B, 0.3 s of copies, spread here",
+    )
 
 
 def test_with_recomputation_the_forward_pass_is_a_quarter_of_the_compute():
