@@ -48,7 +48,7 @@ def test_stage_2_waits_for_the_first_layers_gradients():
     )
     assert gpu[1].end == compute and gpu[0].end == compute / 3
     assert (hidden.start, hidden.end, hidden.spread) == (compute - compute * 2 / 3 / 8, compute, True)
-    assert hidden.label == "4 B, 0.15 s of copies, spread here" and trip.adds > Fraction(
+    assert hidden.label == "4 B, 0.15 s of copies, from here on" and trip.adds > Fraction(
         "0.0476"
     )  # outlasts its window
     assert (down.start, down.end, down.spread, down.label) == (compute, compute + trip.adds, False, "")
@@ -65,12 +65,12 @@ def test_hidden_trips_spread_over_their_pass():
         (0, compute / 3, True),
         (compute / 3, compute, True),
     ]  # weights up in the forward pass; the backward pass's 10 B
-    assert [s.label for s in trips] == ["2 B, 0.075 s", "10 B, 0.375 s of copies, spread here"]
+    assert [s.label for s in trips] == ["2 B, 0.075 s", "10 B, 0.375 s of copies, from here on"]
     (three,) = [s for s in spans(STEPS["ZeRO-3"]) if s.lane == "PCIe" and s.spread]
     assert (three.start, three.end, three.label) == (
         compute / 3,
         compute,
-        "8 B, 0.3 s of copies, spread here",
+        "8 B, 0.3 s of copies, from here on",
     )
 
 

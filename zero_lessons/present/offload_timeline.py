@@ -76,7 +76,7 @@ def _trip_spans(phase, start: Fraction, end: Fraction) -> list[Span]:
     """A trip during a pass: faint over the part it runs in; then, after the pass, solid for what it adds
     at the least and outlined up to the most (its last buckets' copies), labelled after the last piece."""
     after = phase.most > 0  # part of it ends after the pass
-    whole = f"{phase.pcie} B, {_s(phase.seconds)}" + (" of copies, spread here" if after else "")
+    whole = f"{phase.pcie} B, {_s(phase.seconds)}" + (" of copies, from here on" if after else "")
     out = [Span("PCIe", start, end, whole, "trip", True)]
     adds = f"{seconds_range(phase.adds, phase.most)} s"
     label = f"adds {adds}" + (" (its last buckets)" if phase.upto is not None else "")
