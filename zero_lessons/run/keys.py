@@ -49,7 +49,7 @@ KEYS: tuple[Key, ...] = (
     Key("bf16.enabled", False, True, "memory and traffic", "16-bit weights and gradients with fp32's "
         "exponent range; off by default, so DeepSpeed trains in fp32 unless a config turns bf16 or fp16 on"),
     Key("fp16.enabled", False, True, "numerics", "16-bit with a 5-bit exponent: needs loss scaling (dynamic, "
-        "from 2**initial_scale_power = 2**16); overflowing steps are skipped"),
+        "starting at 2**16, the key fp16.initial_scale_power = 16); overflowing steps are skipped"),
     Key("zero_optimization.overlap_comm", None, True, "memory", "reduce each bucket beside the backward "
         "pass's compute, not blocking it; at stages 1-2 a second bucket", "overlap_comm"),
     Key("zero_optimization.contiguous_gradients", KNOBS.contiguous_gradients, False, "memory", "copy each "
