@@ -124,8 +124,8 @@ def test_a_rise_below_the_cut_axis_is_drawn_on_top_of_its_bars():
     assert abs(top.get_height() - float(partition)) < 1e-9
     assert abs(top.get_y() + top.get_height() - float(line.phases[order[1]].total) / 10**9) < 1e-9  # the top
     assert not [t for t in fig.axes[0].texts if "below the axis" in t.get_text()]
-    assert "gradients (on top)" in [t.get_text() for t in fig.legends[0].get_texts()]
-    plain = plot_zoom([PANELS[1]], "GB")  # nothing grows under its cut: nothing lifted, no "(on top)"
+    assert "gradients (drawn on top)" in [t.get_text() for t in fig.legends[0].get_texts()]
+    plain = plot_zoom([PANELS[1]], "GB")  # nothing grows under its cut: nothing lifted, no "(drawn on top)"
     assert not any("on top" in t.get_text() for t in plain.legends[0].get_texts())
 
 
@@ -175,8 +175,10 @@ def test_on_one_scale_a_part_that_differs_unseen_between_panels_is_drawn_on_top(
         for n, panel in zip("dp", pair, strict=True)
     }
     assert all(abs(tops_of[n] - highest[n]) < 1e-6 for n in "dp")  # the weights end each bar, at its top
-    assert "weights (on top)" in [t.get_text() for t in on_one.legends[0].get_texts()]
-    assert "weights (on top)" not in [t.get_text() for t in plot_zoom(pair, "GB").legends[0].get_texts()]
+    assert "weights (drawn on top)" in [t.get_text() for t in on_one.legends[0].get_texts()]
+    assert "weights (drawn on top)" not in [
+        t.get_text() for t in plot_zoom(pair, "GB").legends[0].get_texts()
+    ]
     stages = plot_zoom(PANELS, "GB", around="end", same_floor=True)
     assert not any("on top" in t.get_text() for t in stages.legends[0].get_texts())
 

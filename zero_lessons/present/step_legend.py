@@ -112,7 +112,7 @@ def _groups(panels, unit: str, shown: Shown | None = None, peak_mark: bool = Tru
     lifted = {k for p in panels for k in p.on_top}  # drawn out of place: the legend says so
     kinds = [
         (plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]),
-         KIND_NAMES[k] + " (on top)" * (k in lifted) + " (under the cut)" * (k in under))
+         KIND_NAMES[k] + " (drawn on top)" * (k in lifted) + " (under the cut)" * (k in under))
         for k in drawn
     ]  # fmt: skip
     states = [entry for entry, k in zip(kinds, drawn, strict=True) if k in STACK[:3]]
