@@ -94,10 +94,10 @@ def test_the_figure_has_a_panel_per_step_and_marks_its_end():
     fig = plot_offload_steps({k: STEPS[k] for k in ("ZeRO-2", "ZeRO-3")}, "title")
     assert len(fig.axes) == 2
     for ax, name in zip(fig.axes, ("ZeRO-2", "ZeRO-3"), strict=True):
-        ends = [line.get_xdata()[0] for line in ax.get_lines()]  # the least and the most
-        assert (
-            ends == [float(STEPS[name].total), float(STEPS[name].most)] and ax.get_title(loc="left") == name
-        )
+        least = [line.get_xdata()[0] for line in ax.get_lines()]  # the least: a dashed line
+        shaded = [patch.get_x() + patch.get_width() for patch in ax.patches if patch.get_alpha() == 0.3]
+        assert least == [float(STEPS[name].total)] and ax.get_title(loc="left") == name
+        assert shaded == [pytest.approx(float(STEPS[name].most))]  # shaded on to the most
         assert f"{float(STEPS[name].most):.3f} s" in " ".join(t.get_text() for t in ax.texts)
     with pytest.raises(TypeError, match="steps must be a non-empty dict of name -> Step"):
         plot_offload_steps({})

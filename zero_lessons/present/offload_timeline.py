@@ -23,6 +23,8 @@ from ..planning.offload_step import Step, seconds_range
 #: The lanes, top to bottom, and the colour of what runs in each.
 LANES = ("GPU", "PCIe", "CPU")
 COLOURS = {"forward": "#9ecae1", "backward": "#3182bd", "trip": "#e6842a", "cpu": "#8c564b"}
+#: How the stretch from a step's least end to its most is shaded.
+ENDS = {"color": "crimson", "alpha": 0.3, "lw": 0}
 #: How a trip spread over its pass, hidden behind it, is drawn: faint and hatched.
 FAINT = {"alpha": 0.35, "hatch": "//", "edgecolor": "#555", "lw": 0.5}
 SOLID = {"edgecolor": "#555", "lw": 0.5}  #: how any other span is drawn: filled, thinly edged
@@ -141,11 +143,12 @@ def _draw(ax, span: Span, end: float) -> None:
 
 
 def _ends(ax, step: Step) -> None:
-    """Where the step ends: a dashed line at its least (`Step.total`), a dotted one at its most."""
+    """Where the step ends: a dashed line at its least (`Step.total`), shaded on to its most, as two lines
+    a few hundredths of a second apart cannot be told apart."""
     total, most = float(step.total), float(step.most)
     ax.axvline(total, color="crimson", ls="--", lw=0.9)
     if most > total:
-        ax.axvline(most, color="crimson", ls=":", lw=0.9)
+        ax.axvspan(total, most, **ENDS)
     ends = f"{seconds_range(step.total, step.most)} s"
     ax.text(most, len(LANES) - 0.45, f" step ends: {ends}", fontsize=7, color="crimson")
 
@@ -169,7 +172,7 @@ def _legend(fig: Figure) -> None:
             lw=0.9,
             label="the step ends, at the least (as drawn)",
         ),
-        Line2D([], [], color="crimson", ls=":", lw=0.9, label="the step ends, at the most"),
+        Patch(label="… and up to here, at the most", **ENDS),
     ]
     top = 1 - 0.27 / fig.get_figheight()  # just under the title
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=2, fontsize=6.5,
