@@ -47,6 +47,12 @@ def test_each_choice_holds_and_sends_what_deepspeeds_code_does():
     written = nvme.links["host", "NVMe drive"][0]  # the gradients' write, the part that can hide
     assert written == f"fp32 grads written {offload.NVME_GRAD_BYTES} B" and link_bytes([written]) == (4, 4)
     assert ("  (default sub_group_size)", None) in nvme.held["host"]  # the buffers' size is the default's
+    assert (zero2.totals, zero3.totals) == ({("GPU", "host"): "in all 6 B"}, {("GPU", "host"): "in all 10 B"})
+    assert params.totals == {("GPU", "host"): "in all 10-12 B"}  # the weights up once or twice
+    assert (
+        nvme.totals[("host", "NVMe drive")] == "in all 32 B"
+        and nvme.totals["GPU", "host"] == "in all 10-12 B"
+    )
     staging = dict(nvme.held["host"])["pinned staging buffers"]
     assert staging == nvme_buffers.staging_bytes([10**6]) // 10**6 == 16  # one sub-group
 
@@ -65,6 +71,7 @@ def test_the_figure_draws_every_choice_place_and_link():
         for place, rows in placement.held.items():
             assert place in texts and all(what in texts for what, _ in rows)
         assert all(label in texts for labels in placement.links.values() for label in labels)
+        assert all(total in texts for total in placement.totals.values())
     assert texts.count("in all") == 5  # every box with more than one sized line (the hosts and the drive)
     assert offload.MAX_IN_CPU > 7_500_000_000 // 8  # the drawn NVMe row's weights stay on the host at 7.5 B
     assert "Ψ/8" in fig.texts[0].get_text()

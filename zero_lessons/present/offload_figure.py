@@ -16,8 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
 from .. import checks
-from ..planning import nvme_buffers, offload
+from ..planning import counts, nvme_buffers, offload
 from ..recipes import MIXED_ADAM
+from ..stages import Stage
 
 #: Where a box stands in its row (x of its left edge) and what it is called.
 PLACES = {"GPU": 0.0, "host": 4.5, "NVMe drive": 9.6}
@@ -42,6 +43,7 @@ class Placement:
     name: str
     held: dict[str, tuple[tuple[str, int | None], ...]]  #: place → (what, bytes per shard element or None)
     links: dict[tuple[str, str], tuple[str, ...]]  #: (from, to) → what crosses, per step
+    totals: dict[tuple[str, str], str]  #: (from, to) → all that crosses per step, as drawn under the arrow
 
 
 def _rows(kinds: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -59,27 +61,36 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
     weights = (("whole 16-bit weights", whole), (f"  (2 B × {gpus} shards: 2Ψ)", None))
     state = MIXED_ADAM.optimizer_bytes  # the optimizer state, read and written
     grads = offload.NVME_GRAD_BYTES  # the fp32 gradients, written in the backward pass and read at the step
+    pcie = {stage: _total(offload.DEEPSPEED_PCIE[stage]) for stage in (Stage.ZERO2, Stage.ZERO3)}
+    params = _total(*counts.PARAMS_PCIE)  # weights up once or twice
     drive = (
         f"fp32 grads written {grads} B",
         f"state read, written {state} + {state} B",
         f"fp32 grads read {grads} B",
     )
+    pci, nvme = ("GPU", "host"), ("host", "NVMe drive")
     return (
-        Placement("ZeRO-2, optimizer on the host", {"GPU": weights,
-                  "host": _rows(offload.DEEPSPEED_ZERO2_HOST)}, {("GPU", "host"): (DOWN, BACK)}),
+        Placement("ZeRO-2, optimizer on the host",
+                  {"GPU": weights, "host": _rows(offload.DEEPSPEED_ZERO2_HOST)},
+                  {pci: (DOWN, BACK)}, {pci: pcie[Stage.ZERO2]}),
         Placement("ZeRO-3, optimizer on the host", {"GPU": shard, "host": zero3},
-                  {("GPU", "host"): (BOUNCE, DOWN, BACK)}),
+                  {pci: (BOUNCE, DOWN, BACK)}, {pci: pcie[Stage.ZERO3]}),
         Placement("ZeRO-3, optimizer and parameters on the host",
                   {"GPU": layers, "host": (*zero3, ("16-bit weights", 2))},
-                  {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE)}),
+                  {pci: (BOUNCE, DOWN, UP_TWICE)}, {pci: params}),
         Placement("ZeRO-3, optimizer and parameters set to NVMe (weights kept on the host: max_in_cpu)",
                   {"GPU": layers,
                    "host": (("16-bit gradients", 2), ("16-bit weights", 2),
                             ("pinned staging buffers", staging), ("  (default sub_group_size)", None)),
                    "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
-                  {("GPU", "host"): (BOUNCE, DOWN, UP_TWICE),
-                   ("host", "NVMe drive"): drive}),
+                  {pci: (BOUNCE, DOWN, UP_TWICE), nvme: drive},
+                  {pci: params, nvme: _total(2 * grads + 2 * state)}),
     )  # fmt: skip
+
+
+def _total(least: int, most: int | None = None) -> str:
+    """All that crosses a link per step, per shard element: a number, or a range where it depends on reuse."""
+    return f"in all {least} B" if most in (None, least) else f"in all {least}-{most} B"
 
 
 def _box(ax, x: float, y: float, place: str, rows: tuple[tuple[str, int | None], ...]) -> None:
@@ -121,13 +132,18 @@ def plot_placements(gpus: int = 8, which: str = "all") -> Figure:
             for i, label in enumerate(what):
                 ax.text((x0 + x1) / 2, mid + 0.1 + 0.18 * (len(what) - 1 - i), label, fontsize=6.5,
                         ha="center", va="bottom")  # fmt: skip
+            total = placement.totals[left, right]
+            ax.text((x0 + x1) / 2, mid - 0.1, total, fontsize=6.5, ha="center", va="top", weight="bold")
     right = max(PLACES[place] + WIDTHS[place] for place in drawn)
     ax.set_xlim(-0.1, right + 0.1)  # as wide as the places drawn: no empty drive column
     ax.set_ylim(-0.1, ROW_HEIGHT * len(rows) - 0.05)
     ax.axis("off")
     links = "each link" if wide else "PCIe"
-    title = f"Where each offload keeps the state, and what crosses {links} per step, by DeepSpeed's code"
-    unit = f"B: bytes per shard element, one of the Ψ/{gpus} parameters each GPU owns; ↓ GPU to host, ↑ back"
+    title = f"Where each offload keeps the state, and what crosses {links} per step"
+    unit = (
+        f"By DeepSpeed's code. B: bytes per shard element, one of the Ψ/{gpus} parameters each GPU owns; "
+        "↓ GPU to host, ↑ back"
+    )
     lines = [title, unit] if wide else [*textwrap.wrap(title, 70), *textwrap.wrap(unit, 70)]
     fig.suptitle("\n".join(lines), fontsize=8.5, y=0.995)
     fig.tight_layout(rect=(0, 0, 1, 0.96))
