@@ -423,6 +423,7 @@ SPECS = {
             "table": arg(st.just(TABLE)),
             "activations": arg(st.integers(0, 10**12)),
             "headroom": arg(st.fractions(0, Fraction(9, 10))),
+            "note": arg(st.text(max_size=30)),
         },
     ),
     "figures.headroom_share": (figures.headroom_share, {"headroom": arg(HEADROOM)}),

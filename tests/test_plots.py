@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 
 from zero_lessons import GB, memory, units
 from zero_lessons.inputs import Setup
-from zero_lessons.present import bar_limits, figures, plots
+from zero_lessons.present import bar_limits, figures, plots, svg
 from zero_lessons.present.table import stage_table
 from zero_lessons.stages import Stage
 
@@ -158,3 +158,19 @@ def test_stage_bars_refuse_bad_activations_or_headroom(kwargs, error, message):
     setup = {"gpu_memory": "32GB", **kwargs}
     with pytest.raises(error, match=re.escape(message)):
         plots.plot_stage_bars(7_500_000_000, 8, **setup)
+
+
+def test_stage_bars_take_a_note_as_their_second_title_line():
+    table = stage_table(1_311_000_000, 8, gpu_memory="24GB")
+    plain, noted = (
+        figures.stage_bars(table),
+        figures.stage_bars(table, note="FlashAttention, nothing recomputed"),
+    )
+    assert noted.title == plain.title + "\nFlashAttention, nothing recomputed" and "\n" not in plain.title
+    fig = plots.plot_stage_bars(
+        1_311_000_000, 8, gpu_memory="24GB", note="FlashAttention, nothing recomputed"
+    )
+    assert fig.axes[0].get_title().endswith("\nFlashAttention, nothing recomputed")
+    with pytest.raises(TypeError, match="note must be text"):
+        figures.stage_bars(table, note=3)
+    assert "mixed-adam · FlashAttention, nothing recomputed</text>" in svg.draw(noted)  # SVG text: one line

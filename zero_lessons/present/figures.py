@@ -73,13 +73,16 @@ class Chart:
     margin_bars: tuple[int, ...] | None = None  #: the bars (by index) `margin` applies to; None: all of them
 
 
-def stage_bars(table: StageTable, activations: Fraction | int = 0, headroom: Fraction | int = 0) -> Chart:
+def stage_bars(
+    table: StageTable, activations: Fraction | int = 0, headroom: Fraction | int = 0, note: str = ""
+) -> Chart:
     """Per-GPU model state per stage, stacked by state, activations on top, under the memory per GPU.
 
     `activations` are bytes per GPU, the same under every stage; `headroom`, a share of each GPU such as
-    Fraction(1, 10), draws the card less that share as a second, lighter limit. Both 0: the chart as before.
-    """
+    Fraction(1, 10), draws the card less that share as a second, lighter limit; `note`, if given, is a second
+    title line: what the bars assume, such as how activations were counted."""
     checks.instance("table", table, StageTable, "a StageTable")
+    checks.instance("note", note, str, "text such as 'FlashAttention, nothing recomputed'")
     act, share = checks.byte_count("activations", activations), headroom_share(headroom)
     unit, limit = table.unit, table.gpu_memory
     if share and limit is None:
@@ -100,7 +103,8 @@ def stage_bars(table: StageTable, activations: Fraction | int = 0, headroom: Fra
         series,
         colours,
         title=f"{'model state + activations' if act else 'model state'} per GPU: "
-        f"{units.format_count(table.params)} on {table.gpus} GPUs, {table.recipe.name}",
+        f"{units.format_count(table.params)} on {table.gpus} GPUs, {table.recipe.name}"
+        + (note and f"\n{note}"),
         ylabel=unit,
         labels=tuple(units.format_number(units.in_unit(row.held.total + act, unit)) for row in table.rows),
         line=None if limit is None else float(units.in_unit(limit, unit)),

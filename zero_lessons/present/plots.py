@@ -87,14 +87,15 @@ def plot_stage_bars(
     gpu_memory: Size | None = None,
     activations: Fraction | int = 0,
     headroom: Fraction | int = 0,
+    note: str = "",
 ) -> Figure:
     """Stacked per-GPU bars, one per stage, activations on top if given, the memory per GPU as a line.
 
     `headroom` (a share, such as Fraction(1, 10)) adds the card less that share as a lighter line and shades
-    the room it keeps free.
+    the room it keeps free; `note`, a second title line, says what the bars assume.
     """
     table = stage_table(params, gpus, recipe, unit, gpu_memory=gpu_memory)
-    return draw(figures.stage_bars(table, activations, headroom))
+    return draw(figures.stage_bars(table, activations, headroom, note))
 
 
 def plot_scaling(

@@ -19,13 +19,14 @@ LEFT, RIGHT, TOP, BOTTOM = 56, 12, 28, 50
 
 
 def _frame(title: str, ylabel: str, body: list[str]) -> str:
-    """Wrap chart elements in an <svg> with a title and a y-axis label."""
+    """Wrap chart elements in an <svg> with a title (its lines joined by " · ") and a y-axis label."""
+    one_line = title.replace("\n", " · ")
     return "".join(
         [
             f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' class='zero-chart' "
             f"viewBox='0 0 {WIDTH} {HEIGHT}' style='max-width:100%;height:auto' "
             f"font-family='sans-serif' font-size='11'>",
-            f"<text x='{WIDTH / 2}' y='16' text-anchor='middle' font-size='12'>{escape(title)}</text>",
+            f"<text x='{WIDTH / 2}' y='16' text-anchor='middle' font-size='12'>{escape(one_line)}</text>",
             f"<text transform='translate(12,{TOP + (HEIGHT - TOP - BOTTOM) / 2}) rotate(-90)' "
             f"text-anchor='middle'>{escape(ylabel)}</text>",
             *body,
