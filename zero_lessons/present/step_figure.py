@@ -18,6 +18,7 @@ from matplotlib.transforms import ScaledTranslation
 
 from .. import checks, units
 from ..planning.step_parts import Timeline
+from . import step_legend
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
 from .step_floor import apply_floor, lift
@@ -105,8 +106,7 @@ class Panel:
 
     @property
     def peak(self) -> tuple[int | Fraction, int | None]:
-        """The panel's peak in bytes, and the phase it falls in (None: the loss's column, when the modelled
-        loss tops the step model's own peak)."""
+        """The panel's peak in bytes and its phase (None: the loss's column, if the modelled loss tops)."""
         t = self.timeline
         if self.model_loss is None or not t.loss_is_peak(self.model_loss):
             return t.peak.total, t.peak_index
@@ -122,8 +122,7 @@ class Panel:
         return tuple(i + (i > after) for i in range(count)), after + 1
 
     def heights(self, unit: str = "kB") -> dict[str, tuple[Fraction, ...]]:
-        """Each kind's height in `unit` at every phase, bottom to top (`on_top` last); kinds never held are
-        left out."""
+        """Each kind's height in `unit` at every phase, bottom to top (`on_top` last), if ever held."""
         size, order = units.unit_size(unit), [k for k in STACK if k not in self.on_top] + list(self.on_top)
         rows = {
             kind: tuple(Fraction(p.bytes_of(kind)) / size for p in self.timeline.phases) for kind in order
@@ -229,7 +228,8 @@ def _draw_panel(ax, panel: Panel, unit: str, peak_mark: bool = True) -> None:
     xs, loss_x = panel.columns()
     lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond
     if peak_mark:
-        ax.plot([loss_x if at is None else xs[at]], [peak], gid="peak bar", transform=lifted, **PEAK_MARK)
+        over = step_legend.mark_height(panel, peak, size)  # clear of its column's box and marker
+        ax.plot([loss_x if at is None else xs[at]], [over], gid="peak bar", transform=lifted, **PEAK_MARK)
     ticks, labels = list(xs), list(panel.labels())
     if loss_x is not None:
         ticks.insert(loss_x, loss_x)
