@@ -18,7 +18,6 @@ from matplotlib.transforms import ScaledTranslation
 
 from .. import checks, units
 from ..planning.step_parts import Timeline
-from . import step_legend
 from .figures import KIND_COLOURS
 from .step_chart import SHORT  # the explorer's chart names the phases the same way
 from .step_floor import apply_floor, lift
@@ -227,8 +226,9 @@ def _draw_panel(ax, panel: Panel, unit: str, peak_mark: bool = True) -> None:
     title_peak(ax, panel, unit)
     xs, loss_x = panel.columns()
     lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond
-    if peak_mark:
-        over = step_legend.mark_height(panel, peak, size)  # clear of its column's box and marker
+    if peak_mark:  # over its column's tolerance box or marker where they top the peak: it marks the column
+        near = [panel.loss] if at is None else [tops[at] * size, *(panel.measured or ())[at : at + 1]]
+        over = max([peak, *(float(Fraction(v) / size) for v in near if v)])  # box top and markers, as bytes
         ax.plot([loss_x if at is None else xs[at]], [over], gid="peak bar", transform=lifted, **PEAK_MARK)
     ticks, labels = list(xs), list(panel.labels())
     if loss_x is not None:

@@ -153,16 +153,3 @@ def fit(fig, titled: bool) -> None:
     its panels are drawn, and `step_zoom` again once it has cut them to a few columns and named those."""
     head = LEGEND_ROW * LEGEND_ROWS + (0.3 if titled else 0.05)
     fig.tight_layout(rect=(0, 0, 1, 1 - (head - 0.12) / fig.get_figheight()), h_pad=0.5)
-
-
-def mark_height(panel, peak: float, size) -> float:
-    """Where the peak's triangle stands: over the peak, or over its column's tolerance box or measured marker
-    if they reach higher, so that it never covers a marker (it marks the column, not the height)."""
-    at = panel.peak[1]
-    marks = [panel.loss] if at is None else [panel.measured[at]] if panel.measured is not None else []
-    box = (
-        []
-        if at is None or panel.tolerance is None
-        else [panel.timeline.phases[at].total + panel.tolerance[at]]
-    )
-    return max([peak, *(float(Fraction(v) / size) for v in [*marks, *box] if v is not None)])
