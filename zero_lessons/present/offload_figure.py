@@ -62,7 +62,8 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
     state = MIXED_ADAM.optimizer_bytes  # the optimizer state, read and written
     grads = offload.NVME_GRAD_BYTES  # the fp32 gradients, written in the backward pass and read at the step
     pcie = {stage: _total(offload.DEEPSPEED_PCIE[stage]) for stage in (Stage.ZERO2, Stage.ZERO3)}
-    params = _total(*counts.PARAMS_PCIE)  # weights up once or twice
+    with_params = _total(*counts.PARAMS_PCIE)  # weights up once or twice
+    to_drive = _total(int(offload.link_bytes(gpus, gpus, Stage.ZERO3, link="nvme")))  # a one-element shard
     drive = (
         f"fp32 grads written {grads} B",
         f"state read, written {state} + {state} B",
@@ -77,14 +78,14 @@ def placements(gpus: int = 8) -> tuple[Placement, ...]:
                   {pci: (BOUNCE, DOWN, BACK)}, {pci: pcie[Stage.ZERO3]}),
         Placement("ZeRO-3, optimizer and parameters on the host",
                   {"GPU": layers, "host": (*zero3, ("16-bit weights", 2))},
-                  {pci: (BOUNCE, DOWN, UP_TWICE)}, {pci: params}),
+                  {pci: (BOUNCE, DOWN, UP_TWICE)}, {pci: with_params}),
         Placement("ZeRO-3, optimizer and parameters set to NVMe (weights kept on the host: max_in_cpu)",
                   {"GPU": layers,
                    "host": (("16-bit gradients", 2), ("16-bit weights", 2),
                             ("pinned staging buffers", staging), ("  (default sub_group_size)", None)),
                    "NVMe drive": tuple(row for row in zero3 if row[0] in ON_DRIVE)},
                   {pci: (BOUNCE, DOWN, UP_TWICE), nvme: drive},
-                  {pci: params, nvme: _total(2 * grads + 2 * state)}),
+                  {pci: with_params, nvme: to_drive}),
     )  # fmt: skip
 
 
