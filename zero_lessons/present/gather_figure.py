@@ -106,7 +106,7 @@ WALK_HEAD = (
     "room",
     "prefetched",
     "gathered after the prefetch",
-    "the walk has reached",
+    "farthest use the walk passed",
     "after the module runs",
 )
 
