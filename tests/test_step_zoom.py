@@ -82,9 +82,11 @@ def test_a_zoom_legend_names_only_what_its_columns_draw():
     assert "the loss, after the forward pass" not in ends  # the step's end shows no loss column
 
 
-def test_a_zoom_legend_leaves_out_what_lies_wholly_below_its_cut_axis():
+def test_a_zoom_legend_names_what_lies_wholly_below_its_cut_axis_as_under_the_cut():
     """At the 7.5 B size the model state fills the bars' bottom, far under the cut: its kinds draw nothing the
-    reader sees, so the legend leaves them out; a kind that reaches above the cut stays in."""
+    reader sees, yet the bars stand on them, so the legend names them "(under the cut)", as the full figure
+    does with a floor (a reader took the whole visible bar for activations); a kind that reaches above the cut
+    keeps its plain name."""
     kinds, _ = drawn(PANELS[1:])
     assert not {"weights", "gradients", "optimizer"} & kinds
     fig = plot_zoom(PANELS[1:], "GB")
@@ -95,9 +97,14 @@ def test_a_zoom_legend_leaves_out_what_lies_wholly_below_its_cut_axis():
         below = sum(row[i] for kind, row in heights.items() if kind in ("weights", "gradients", "optimizer"))
         assert below < floor(
             panel
-        )  # the model state's top, the reason its kinds are left out, lies under the axis
+        )  # the model state's top lies under the axis: its kinds are named as under the cut
     names = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "activations" in names and "weights" not in names
+    assert {"weights (under the cut)", "optimizer state (under the cut)"} <= set(names)
+    assert "gradients (under the cut)" in names  # stage 3 holds its gradient partition from start-up
+    alone = [t.get_text() for t in plot_zoom([PANELS[1]], "GB").legends[0].get_texts()]
+    assert "weights (under the cut)" in alone
+    assert "gradients (under the cut)" not in alone  # stage 2's partition comes later: these columns lack it
 
 
 def test_a_rise_below_the_cut_axis_is_drawn_on_top_of_its_bars():
