@@ -19,6 +19,8 @@ from .keys import markdown
 
 #: The last row's name: the advisor's config at each stage; lesson 13's section 6 says which stage it picks.
 ADVISOR_ROW = "the advisor's config at each stage (on 80 GB cards it picks stage 2: section 6)"
+#: The row of both peaks with the output layer counted, the numbers to plan with (section 1's end)
+HEAD_ROW = "peak per GPU with the loss and the output layer (plan with these: section 1's end)"
 #: The DeepSpeed knobs the advisor's config writes (`planning.ds_config.zero_config`), besides the stage.
 SET = ("overlap_comm", "contiguous_gradients")
 
@@ -90,8 +92,20 @@ class Baseline:
              f"{_gb(counted.plan)}, at the loss, gathered weights counted by DeepSpeed's rules, "
              "matrix by matrix (section 2)"]
         )  # fmt: skip
+        rows.append([HEAD_ROW, self.head_line()])
         rows.append([ADVISOR_ROW, "; ".join(self.advisor_line(s) for s in (2, 3))])
         return rows
+
+    def head_line(self) -> str:
+        """Both peaks with the loss once the output layer, which the step model leaves out, is counted: its
+        bf16 logits beside the loss, and the tied weight's gradient held through the backward pass."""
+        loss = loss_bytes(SHAPE, head=True)
+        two = example_step(SHAPE, knobs(2, False), head=True)
+        three = stage3_plan.deepspeed_count(example_step(SHAPE, knobs(3, False), head=True), SHAPE, head=True)
+        return "; ".join(
+            f"stage {s}: {_gb(line.peak_with_loss(loss))}, at {line.peak_name_with_loss(loss)}"
+            for s, line in ((2, two), (3, three))
+        )
 
     def advisor_line(self, stage: int) -> str:
         """How the advisor's config differs from the baseline at `stage`, and its peak with the loss."""
