@@ -106,12 +106,11 @@ def _groups(panels, unit: str, shown: Shown | None = None, peak_mark: bool = Tru
     """(handle, name) pairs of each legend group: the model states drawn (or, with a `cut` or in a zoom's
     `shown` columns, wholly under the cut: named so, as the bars stand on them), the buffers, the marks."""
     kinds_shown, boundaries = shown if shown is not None else (set(STACK), True)
-    present = [k for k in STACK if any(k in p.heights(unit) for p in panels)]
+    heights = [p.heights(unit) for p in panels]  # once a panel: each call rebuilds every kind's row
+    present = [k for k in STACK if any(k in h for h in heights)]
     # a zoom draws only some columns: of the model state it does not draw, name as under its cut only what
     # every phase holds, so that no kind is named that its columns lack (stage 2's gradients, not yet made)
-    always = (
-        {k for p in panels for k, row in p.heights(unit).items() if all(row)} if shown is not None else set()
-    )
+    always = {k for h in heights for k, row in h.items() if all(row)} if shown is not None else set()
     under = {k for k in present if (cut or k in always) and k in STACK[:3] and k not in kinds_shown}
     drawn = [k for k in present if k in kinds_shown or k in under]
     lifted = {k for p in panels for k in p.on_top}  # drawn out of place: the legend says so
