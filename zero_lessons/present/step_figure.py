@@ -227,8 +227,8 @@ def _draw_panel(ax, panel: Panel, unit: str, peak_mark: bool = True) -> None:
     xs, loss_x = panel.columns()
     lifted = ax.transData + ScaledTranslation(0, 7 / 72, ax.figure.dpi_scale_trans)  # clear of the diamond
     if peak_mark:  # over its column's tolerance box or marker where they top the peak: it marks the column
-        near = [panel.loss] if at is None else [tops[at] * size, *(panel.measured or ())[at : at + 1]]
-        over = max([peak, *(float(Fraction(v) / size) for v in near if v)])  # box top and markers, as bytes
+        box, marks = ([], [panel.loss]) if at is None else ([tops[at]], (panel.measured or ())[at : at + 1])
+        over = max([peak, *map(float, box), *(float(Fraction(v) / size) for v in marks if v)])  # marks: bytes
         ax.plot([loss_x if at is None else xs[at]], [over], gid="peak bar", transform=lifted, **PEAK_MARK)
     ticks, labels = list(xs), list(panel.labels())
     if loss_x is not None:
