@@ -103,9 +103,10 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs "
         "in memory and in communication. Work through them in order; each builds on the one before. "
         'Lessons 01 to 04 answer "which stage, and why?"; 05 to 07 add an explorer, DeepSpeed\'s own '
-        "estimator and offload; 08 to 10 and 12 check it against real PyTorch and DeepSpeed runs on your "
-        "CPU, and 10 and 11 follow memory through a training step; 13 prices DeepSpeed's config keys at "
-        "real size; 14 and 15 are a workshop. The lessons "
+        "estimator and offload; 08 and 09 check the counts against real PyTorch and DeepSpeed runs on your "
+        "CPU; 10 and 11 follow memory through a training step, measured in the lab and modelled at real "
+        "size; 12 runs a training loop for real; 13 prices DeepSpeed's config keys at real size; 14 and 15 "
+        "are a workshop. The lessons "
         "assume basic deep learning and PyTorch.",
         "",
         "Why there are stages at all: in plain [data parallelism](../docs/glossary.md#data-parallelism) "
