@@ -48,11 +48,12 @@ class Baseline:
         `advisor`, the knobs in SET as the advisor's config sets them."""
         return self.step(stage, advisor).peak
 
-    def step(self, stage: int, advisor: bool = False) -> Timeline:
-        """One step at `stage` (2 or 3), DeepSpeed's defaults or the advisor's knobs: `keys`' example step."""
+    def step(self, stage: int, advisor: bool = False, head: bool = False) -> Timeline:
+        """One step at `stage` (2 or 3), DeepSpeed's defaults or the advisor's knobs: `keys`' example step;
+        with `head`, the tied output layer's gradient counted too."""
         if stage not in (2, 3):
             raise ValueError(f"stage must be 2 or 3, got {stage!r}")
-        return example_step(SHAPE, knobs(stage, advisor))
+        return example_step(SHAPE, knobs(stage, advisor), head=head)
 
     @property
     def loss(self) -> int:
@@ -81,11 +82,9 @@ class Baseline:
             ["other keys", f"DeepSpeed's defaults; overlap_comm's default, None, makes it {overlap[0]} at "
              f"stage 2 and {overlap[1]} at stage 3"],
         ]  # fmt: skip
-        line = self.step(2)
         rows.append(
-            ["peak per GPU with the loss, stage 2",
-             f"{_gb(line.peak_with_loss(self.loss))}, at {line.peak_name_with_loss(self.loss)} (step model)"]
-        )  # fmt: skip
+            ["peak per GPU with the loss, stage 2", f"{_peak_at(self.step(2), self.loss)} (step model)"]
+        )
         counted = stage3_plan.at_loss(knobs(3, False))
         rows.append(
             ["peak per GPU with the loss, stage 3",
@@ -100,11 +99,9 @@ class Baseline:
         """Both peaks with the loss once the output layer, which the step model leaves out, is counted: its
         bf16 logits beside the loss, and the tied weight's gradient held through the backward pass."""
         loss = loss_bytes(SHAPE, head=True)
-        two = example_step(SHAPE, knobs(2, False), head=True)
-        three = stage3_plan.deepspeed_count(example_step(SHAPE, knobs(3, False), head=True), SHAPE, head=True)
+        three = stage3_plan.deepspeed_count(self.step(3, head=True), SHAPE, head=True)
         return "; ".join(
-            f"stage {s}: {_gb(line.peak_with_loss(loss))}, at {line.peak_name_with_loss(loss)}"
-            for s, line in ((2, two), (3, three))
+            f"stage {s}: {_peak_at(line, loss)}" for s, line in ((2, self.step(2, head=True)), (3, three))
         )
 
     def advisor_line(self, stage: int) -> str:
@@ -121,3 +118,8 @@ class Baseline:
 
     def _repr_markdown_(self) -> str:
         return markdown([["setting", "value"], *self.cells()])
+
+
+def _peak_at(line: Timeline, loss: int) -> str:
+    """`line`'s peak with a loss of `loss` bytes counted, and where it falls: "58.63 GB, at the loss"."""
+    return f"{_gb(line.peak_with_loss(loss))}, at {line.peak_name_with_loss(loss)}"
