@@ -17,10 +17,6 @@ from . import stage3_plan
 from .example import GPUS, SHAPE, example_step, loss_bytes
 from .keys import markdown
 
-#: The last row's name: the advisor's config at each stage; lesson 13's section 6 says which stage it picks.
-ADVISOR_ROW = "the advisor's config at each stage (on 80 GB cards it picks stage 2: section 6)"
-#: The row of both peaks with the output layer counted, the numbers to plan with (section 1's end)
-HEAD_ROW = "peak per GPU with the loss and the output layer (plan with these: section 1's end)"
 #: The DeepSpeed knobs the advisor's config writes (`planning.ds_config.zero_config`), besides the stage.
 SET = ("overlap_comm", "contiguous_gradients")
 
@@ -41,7 +37,8 @@ def _gb(value) -> str:
 @dataclass(frozen=True, repr=False)
 class Baseline:
     """The example's settings and its peak per GPU with the loss at stages 2 and 3 (stage 3's with DeepSpeed's
-    own count of gathered weights, `stage3_plan`), as a two-column table."""
+    own count of gathered weights, `stage3_plan`), as a two-column table. `head_line` and `advisor_line`
+    give the peaks with the output layer and under the advisor's config, which the lesson prices later."""
 
     def peak(self, stage: int, advisor: bool = False):
         """The peak phase of one step at `stage` (2 or 3): every knob at DeepSpeed's default, or, with
@@ -91,8 +88,6 @@ class Baseline:
              f"{_gb(counted.plan)}, at the loss, gathered weights counted by DeepSpeed's rules, "
              "matrix by matrix (section 2)"]
         )  # fmt: skip
-        rows.append([HEAD_ROW, self.head_line()])
-        rows.append([ADVISOR_ROW, "; ".join(self.advisor_line(s) for s in (2, 3))])
         return rows
 
     def head_line(self) -> str:
