@@ -87,7 +87,7 @@ def _step(key: Key, value: object) -> tuple[Transformer, Timeline]:
 
 def peak(key: Key, value: object, loss: bool = False) -> Fraction:
     """Peak bytes per GPU over one step of the example, with `key` at `value`; with `loss`, a cross-entropy's
-    copies of the logits counted after the forward pass, as lesson 11 counts them."""
+    copies of the logits counted after the forward pass, as lesson 12 counts them."""
     shape, line = _step(key, value)
     return line.peak_with_loss(loss_bytes(shape)) if loss else line.peak.total
 
@@ -114,7 +114,7 @@ def peak_parts(key: Key, value: object) -> dict[str, Fraction]:
 
 
 def _with_loss(key: Key) -> str:
-    """The key's peak per GPU once lesson 11's loss is counted, at the default → tried, and its stage."""
+    """The key's peak per GPU once lesson 12's loss is counted, at the default → tried, and its stage."""
     at = (_gb(peak(key, value, loss=True)) for value in (key.default, key.tried))
     return f"stage {key.stage}: " + " → ".join(at)
 
