@@ -146,7 +146,7 @@ def test_the_figure_draws_a_row_per_matrix_a_bar_per_held_stretch_coloured_by_wh
 
 
 def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_bias_and_counts_are_whole():
-    modules = [(1024, 32)] * 4  # lesson 10's lab: four Linears, every tensor gathered
+    modules = [(1024, 32)] * 4  # lesson 11's lab walk: four Linears, every tensor gathered
     knobs = ds_scale.Knobs(prefetch_bucket_size=1200, max_live_parameters=3600, max_reuse_distance=1200)
     names = {i: f"linear {i + 1}" for i in range(4)}
     look = ds_lookahead.lookahead(modules, knobs, threshold=0, names=names)
@@ -181,7 +181,7 @@ def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_b
 
 
 def test_mark_shades_the_first_column_of_that_name_on_both_panels_and_names_it():
-    """Lesson 10 marks its peak, at the forward pass's ReLU 3 (the backward pass has a "relu 3" too)."""
+    """Lesson 11 marks the lab's peak, at the forward pass's ReLU 3 (the backward pass has a "relu 3" too)."""
     knobs = ds_scale.Knobs(prefetch_bucket_size=1200, max_live_parameters=3600, max_reuse_distance=1200)
     look = ds_lookahead.lookahead([(1024, 32)] * 4, knobs, threshold=0)
     between = ["relu 1", "relu 2", "relu 3"]

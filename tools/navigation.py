@@ -104,8 +104,8 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "in memory and in communication. Work through them in order; each builds on the one before. "
         'Lessons 01 to 04 answer "which stage, and why?"; 05 to 07 add an explorer, DeepSpeed\'s own '
         "estimator and offload; 08 and 09 check the counts against real PyTorch and DeepSpeed runs on your "
-        "CPU; 10 and 11 follow memory through a training step, measured in the lab and modelled at real "
-        "size; 12 runs a training loop for real; 13 prices DeepSpeed's config keys at real size; 14 and 15 "
+        "CPU; 10 to 12 follow memory through a training step, measured in the lab and modelled at real "
+        "size; 13 runs a training loop for real; 14 prices DeepSpeed's config keys at real size; 15 and 16 "
         "are a workshop. The lessons "
         "assume basic deep learning and PyTorch.",
         "",
