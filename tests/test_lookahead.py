@@ -104,7 +104,7 @@ def test_bad_input_is_one_line_naming_the_field(call, message):
 
 
 def test_label_dips_names_each_fall_before_the_loss_with_the_count_it_falls_to():
-    """Lesson 14's strip: block 28's QKV freed (1,004 M), then its projection and its fc1 (985 M each)."""
+    """Lesson 15's strip: block 28's QKV freed (1,004 M), then its projection and its fc1 (985 M each)."""
     look = stage3_plan.lookahead()
     texts = [t.get_text() for t in plot_lookahead(look, label_dips=True).axes[0].texts]
     assert texts[:3] == ["1,004", "985", "985"] and texts[3] == "1,061 M as the loss runs"

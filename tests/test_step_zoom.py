@@ -163,7 +163,7 @@ def test_a_zoom_titles_its_peaks_to_two_decimals_and_its_legend_draws_no_triangl
 
 
 def test_on_one_scale_a_part_that_differs_unseen_between_panels_is_drawn_on_top():
-    """Lesson 14's stage-3 knobs on one scale: a persistence threshold of 2 × 10⁷ keeps 1.21 GB more weights
+    """Lesson 15's stage-3 knobs on one scale: a persistence threshold of 2 × 10⁷ keeps 1.21 GB more weights
     whole, all under the cut; drawn in place they would lift the activations above them, so with same_floor
     the weights go on top of every panel's bars. Without same_floor, or where a kind shows above the cut in
     some panel (ZeRO-1's weights at the step's end), nothing is moved for it."""

@@ -142,7 +142,7 @@ def add_model(group) -> None:
     )
     head = "count the tied output layer's gradient for the embedding's weight, held through the backward pass"
     group.add_argument(
-        "--head", action="store_true", help=f"{head} (lesson 14, section 1; default: left out)"
+        "--head", action="store_true", help=f"{head} (lesson 15, section 1; default: left out)"
     )
     group.add_argument(
         "--params", type=field_reader("params"), help="instead of a transformer: Ψ in --layers equal layers"

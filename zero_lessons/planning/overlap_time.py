@@ -1,4 +1,4 @@
-"""What two of lesson 14's keys do to a step's time, in seconds: `overlap_comm` at stages 1 and 2, and capping
+"""What two of lesson 15's keys do to a step's time, in seconds: `overlap_comm` at stages 1 and 2, and capping
 stage 3's prefetch. No torch.
 
 DeepSpeed's messages come from `ds_scale.predict` (the rules lesson 09's lab checks), sent per GPU by the

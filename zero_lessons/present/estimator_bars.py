@@ -18,7 +18,7 @@ from ..planning.headroom import HEADROOM, budget, percent
 from ..stages import Stage, StageLike, as_stage
 from .figures import KIND_COLOURS, STATE_COLOURS, Chart, headroom_share
 
-#: The items a GPU holds, in stacking order, with their colours (those of the step figures of lessons 10-14).
+#: The items a GPU holds, in stacking order, with their colours (those of the step figures of lessons 10-15).
 ITEMS = {
     "16-bit weights": STATE_COLOURS["weights"],
     "16-bit gradients": STATE_COLOURS["gradients"],

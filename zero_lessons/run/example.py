@@ -1,4 +1,4 @@
-"""The example that lesson 14's config keys are priced on, shared by `keys` and `baseline`: the package's
+"""The example that lesson 15's config keys are priced on, shared by `keys` and `baseline`: the package's
 7.5 B GPT on 8 GPUs, one step of it per knob setting (built once), and the loss counted on top. No torch."""
 
 from __future__ import annotations
