@@ -207,7 +207,7 @@ ABOVE_WHY = {
     "fp32-gathered": "gathered parameters are bf16 copies, 2 bytes each, not fp32",
     "gathered-pieces": "gathered parameters are whole tensors: a rank's own pieces are already in 16Ψ/N",
     "live-caps-prefetch": "stage3_max_live_parameters only stops the prefetcher fetching further ahead; it "
-    "releases nothing that reuse keeps, so lowering it barely moves the peak (lesson 12's knob table)",
+    "releases nothing that reuse keeps, so lowering it barely moves the peak (lesson 13's knob table)",
     "prefetch-is-not-reuse": "the prefetch bucket only says how far ahead stage 3 gathers; the weights "
     "reuse keeps stay gathered whatever its size",
     "kept-whole-model": "that still keeps the whole model gathered: with no reuse and no prefetch each "
