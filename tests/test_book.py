@@ -248,7 +248,7 @@ def test_the_navigation_drawer_opens(reader):
         "notebooks/07_offload.html",
         "notebooks/08_lab_pytorch.html",
         "notebooks/09_lab_deepspeed.html",
-        "notebooks/16_workshop_exercises.html",
+        "notebooks/17_workshop_exercises.html",
         "docs/instructor.html",
     ],
 )

@@ -115,7 +115,7 @@ def classroom(tmp_path_factory):
         ALL_RIGHT | {"audit-4x-rule": "unreadable"},
     )
     lesson = fill(
-        nbformat.read(ROOT / "notebooks" / "16_workshop_exercises.ipynb", as_version=4),
+        nbformat.read(ROOT / "notebooks" / "17_workshop_exercises.ipynb", as_version=4),
         right["A21"],
         seed=key["A21"]["seed"],
     )

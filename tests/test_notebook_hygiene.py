@@ -65,7 +65,7 @@ def test_no_stray_metadata_and_no_local_helpers(path):
 
 
 TAKEAWAY = "> **Takeaway:**"
-LESSONS = [p for p in NOTEBOOKS if not p.name.startswith(("00_", "16_", "17_"))]
+LESSONS = [p for p in NOTEBOOKS if not p.name.startswith(("00_", "17_", "18_"))]
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
@@ -101,14 +101,14 @@ def test_every_section_ends_with_a_takeaway(path):
 
 
 def test_workshop_notebooks_ask_every_exercise_in_the_package_words():
-    """Lesson 16 shows every question of the package for its SEED, with an answer cell the grader reads;
-    lesson 17 asserts that `check` (and, for the lab's questions, `measure`) accepts each worked answer."""
+    """Lesson 17 shows every question of the package for its SEED, with an answer cell the grader reads;
+    lesson 18 asserts that `check` (and, for the lab's questions, `measure`) accepts each worked answer."""
     from zero_lessons.workshop import QUESTIONS, sheet
     from zero_lessons.workshop.grade import literal
     from zero_lessons.workshop.measure import FAMILIES
 
-    asked = ROOT / "notebooks" / "16_workshop_exercises.ipynb"
-    solved = ROOT / "notebooks" / "17_workshop_solutions.ipynb"
+    asked = ROOT / "notebooks" / "17_workshop_exercises.ipynb"
+    solved = ROOT / "notebooks" / "18_workshop_solutions.ipynb"
     for path in (asked, solved):
         code = cells(path)
         seed = literal("".join(code[0]["source"]))  # the first code cell sets SEED

@@ -569,7 +569,7 @@ def test_the_trace_working_says_why_the_traffic_differs_from_the_papers_stage():
 
 
 def test_show_working_gives_the_worked_solution_even_before_any_answer():
-    """Lesson 17 tells attendees to see their own seed's working this way."""
+    """Lesson 18 tells attendees to see their own seed's working this way."""
     for qid in QUESTIONS:
         blank = sheet(17).check(qid, {}, show_working=True)
         assert blank.state == "unanswered" and blank.working == question(qid, 17).working
@@ -577,7 +577,7 @@ def test_show_working_gives_the_worked_solution_even_before_any_answer():
 
 
 def test_the_trace_question_leaves_out_reuse_distance_zero_because_its_trace_can_be_another_settings():
-    """Lesson 17 says why question 5's list lacks ds_zero3_reuse0, which question 14 asks about."""
+    """Lesson 18 says why question 5's list lacks ds_zero3_reuse0, which question 14 asks about."""
     assert "ds_zero3_reuse0" in FAMILIES["measure-deepspeed-3"][1] and "ds_zero3_reuse0" not in OPTIONS
     found = set()
     for seed in range(60):
@@ -588,7 +588,7 @@ def test_the_trace_question_leaves_out_reuse_distance_zero_because_its_trace_can
         assert set(twins("ds_zero3_reuse0", gpus, widths)) == same
         found |= same
     assert found == {"ds_zero3", "ds_zero3_no_reuse"}  # on some MLPs it gathers once, on others twice
-    assert twins("ds_zero3_reuse0", 2, (10, 13, 5, 9)) == ("ds_zero3",)  # the two MLPs lesson 17 shows
+    assert twins("ds_zero3_reuse0", 2, (10, 13, 5, 9)) == ("ds_zero3",)  # the two MLPs lesson 18 shows
     assert twins("ds_zero3_reuse0", 2, (7, 47, 45, 28)) == ("ds_zero3_no_reuse",)
 
 
@@ -639,7 +639,7 @@ def test_the_formula_working_derives_the_whole_bytes_from_the_figure_at_n():
 
 
 def test_three_significant_figures_always_pass_and_whole_counts_must_be_exact():
-    """Lesson 17 says what check accepts: numbers within 0.5%, so three significant figures; exact counts."""
+    """Lesson 18 says what check accepts: numbers within 0.5%, so three significant figures; exact counts."""
     assert f"{float(TOLERANCE):.1%}" == "0.5%"
     for qid in QUESTIONS:
         for seed in range(10):

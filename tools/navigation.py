@@ -105,8 +105,8 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         'Lessons 01 to 04 answer "which stage, and why?"; 05 to 07 add an explorer, DeepSpeed\'s own '
         "estimator and offload; 08 and 09 check the counts against real PyTorch and DeepSpeed runs on your "
         "CPU; 10 to 13 follow memory through a training step, measured in the lab and modelled at real "
-        "size; 14 runs a training loop for real; 15 prices DeepSpeed's config keys at real size; 16 and 17 "
-        "are a workshop. The lessons "
+        "size; 14 runs a training loop for real; 15 and 16 price DeepSpeed's config keys at real size; "
+        "17 and 18 are a workshop. The lessons "
         "assume basic deep learning and PyTorch.",
         "",
         "Why there are stages at all: in plain [data parallelism](../docs/glossary.md#data-parallelism) "
