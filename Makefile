@@ -2,6 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Matplotlib keeps its font cache here, in the environment, not in ~/.cache: a cache that another environment
+# wrote (one whose bundled fonts have since been deleted) makes every figure warn on stderr, and nbval counts a
+# warning as a changed output. `make test` builds the cache before the notebooks run.
+export MPLCONFIGDIR := $(abspath $(VENV))/mplconfig
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 # The fast tier: tests/ without the lab, the browser and the book (tests/conftest.py marks them by file),
 # and without nbval: it runs only the notebooks, and loading it takes seconds (nbformat and its imports).
@@ -29,6 +33,7 @@ voila: $(VENV)/.lessons
 
 ## test: set up and run everything: lint, then every test (unit, property, CLI, lab, browser, book, notebooks)
 test: system-deps $(VENV)/.tests lint
+	$(BIN)/python -c "import matplotlib.font_manager" 2>/dev/null
 	$(BIN)/python -m pytest
 
 ## check: the fast tier while you work: unit, property, CLI and hygiene tests (no lab, browser, book or nbval)
