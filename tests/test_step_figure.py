@@ -574,3 +574,26 @@ def test_a_lone_panel_is_drawn_as_tall_as_two_so_its_thin_bands_show():
     assert three.get_size_inches()[1] > two.get_size_inches()[1]  # more panels, taller
     for fig in (one, two, three):
         plt.close(fig)
+
+
+def test_the_gathered_table_splits_stage_3s_gathered_weights_by_holder():
+    from zero_lessons.planning.step_zero3 import HOLDERS, holder
+    from zero_lessons.present.step_tables import gathered_table
+
+    z3 = modelled(BY_KEY["step_zero3"], 2)
+    names = ["forward linear 1", "forward relu 3", "backward linear 4"]
+    table = gathered_table({name: z3.phase(name) for name in names})
+    assert table.head[-1] == "in all, B" and [row[0] for row in table.body] == names
+    for row, name in zip(table.body, names, strict=True):
+        parts = [p for p in z3.phase(name).parts if p.kind == "gathered parameters"]
+        assert {holder(p) for p in parts} <= set(HOLDERS)
+        split = [int(v.replace(",", "")) for v in row[1:5]]
+        assert sum(split) == int(row[5].replace(",", "")) == z3.phase(name).bytes_of("gathered parameters")
+    # at ReLU 3: linear 4's weight copied out, linears 2 and 3 kept, two all-gather buffers, no own weights
+    assert table.body[1][1:] == ("0", "2,048", "4,224", "6,336", "12,608")
+    in_gb = gathered_table({"peak": z3.peak}, "kB")
+    assert in_gb.head[-1] == "in all, kB" and in_gb.body[0][-1] == "12.608"
+    with pytest.raises(TypeError, match="phases must be a non-empty dict"):
+        gathered_table([z3.peak])
+    with pytest.raises(TypeError, match="phases"):
+        gathered_table({"peak": z3})

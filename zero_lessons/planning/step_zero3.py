@@ -19,7 +19,14 @@ from .step_knobs import DeepSpeed
 from .step_parts import Part
 from .step_rules import FP32, Moments, Parts, Setup, per, share, span
 
-__all__ = ["Gathered", "named", "replay", "runs", "zero3"]
+__all__ = ["HOLDERS", "Gathered", "holder", "named", "replay", "runs", "zero3"]
+
+#: Who holds a gathered weight, as each part's reason begins: its module (gathered for its own use, the rest),
+#: a prefetch it was copied out of, an earlier use it was kept from, or an all-gather buffer it is still in.
+PREFETCHED = "prefetched (prefetch_bucket_size) and already copied out"
+KEPT = "kept gathered since an earlier use"
+BUFFERS = "all-gather buffers"
+HOLDERS = ("own", "prefetched", "kept", "buffers")
 
 
 def zero3(setup: Setup, fw: DeepSpeed) -> Moments:
@@ -118,24 +125,30 @@ def _gathered(setup: Setup, step: Gathered, which: str, threshold: int) -> Parts
         Part(
             "gathered parameters",
             (step.prefetched - step.in_flight) * w,
-            "prefetched (prefetch_bucket_size) and already copied out, as the first wait on an all-gather "
+            f"{PREFETCHED}, as the first wait on an all-gather "
             f"copies out all it brought: {named(layers, step.ready, threshold)}: "
             f"{per(w, step.prefetched - step.in_flight)}",
         ),
         Part(
             "gathered parameters",
             step.kept * w,
-            "kept gathered since an earlier use (reused within max_reuse_distance, or the prefetcher is "
+            f"{KEPT} (reused within max_reuse_distance, or the prefetcher is "
             f"already past their next use): {named(layers, step.kept_tensors, threshold)}: "
             f"{per(w, step.kept)}",
         ),
         Part(
             "gathered parameters",
             step.flat * w,
-            f"all-gather buffers ({per(w, step.flat)}), each freed only once every tensor it brought has "
+            f"{BUFFERS} ({per(w, step.flat)}), each freed only once every tensor it brought has "
             f"been used, so a tensor copied out of one is held twice until then{still}",
         ),
     )
+
+
+def holder(part: Part) -> str:
+    """Which of HOLDERS holds a stage-3 "gathered parameters" part, by how `_gathered` wrote its reason."""
+    starts = {PREFETCHED: "prefetched", KEPT: "kept", BUFFERS: "buffers"}
+    return next((name for start, name in starts.items() if part.reason.startswith(start)), "own")
 
 
 def named(layers, tensors, threshold: int = 0) -> str:

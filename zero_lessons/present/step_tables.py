@@ -13,6 +13,7 @@ from .. import checks, units
 from ..planning.step_effects import EffectTable
 from ..planning.step_parts import KINDS, Phase, Timeline
 from ..planning.step_picks import Pick
+from ..planning.step_zero3 import HOLDERS, holder
 
 
 @dataclass(frozen=True, repr=False)
@@ -192,6 +193,23 @@ def knob_table(effects: EffectTable) -> Table:
     head, *body = effects.cells()
     rows = tuple((*r[:5], TRADES.get(r[1], r[5])) for r in body)
     return Table((*head[:5], "what it trades"), rows, (False, False, False, True, True, False))
+
+
+def gathered_table(phases: dict, unit: str = "B") -> Table:
+    """Stage 3's gathered weights at each phase (`phases`: row label -> Phase), by who holds them: the module
+    running (gathered for its own use), a prefetch they were copied out of, an earlier use they were kept
+    from, and the all-gather buffers (whose tensors, once copied out, are held twice); then the sum. Where a
+    module's wait frees one buffer as it copies out another, the step model counts the phase's highest point
+    as the larger of the two moments, so the split there is bookkeeping, not one moment (only the sum is)."""
+    _labelled("phases", phases, Phase, "a planning Phase, e.g. timeline(model, DeepSpeed(stage=3), 2).peak")
+    unit, body = units.unit_name(unit), []
+    for label, phase in phases.items():
+        parts = [p for p in phase.parts if p.kind == "gathered parameters"]
+        split = [sum((p.nbytes for p in parts if holder(p) == h), 0) for h in HOLDERS]
+        body.append((label, *(_shown(v, unit) for v in split), _shown(sum(split), unit)))
+    head = ("", "the module's own", "copied out of a prefetch", "kept from an earlier use")
+    head += ("in all-gather buffers", f"in all, {unit}")
+    return Table(head, tuple(body), (False, *[True] * 5))
 
 
 def text_table(head, rows) -> Table:
