@@ -1,7 +1,8 @@
 """Memory over one step as tables for a lesson: what a rank holds at a phase, its kinds at several phases side
-by side, each setup's peak, what a loss would add to it, the step model beside the lab's measurement, what
-DeepSpeed's knobs trade, and lesson 4's picks beside their steps (`planning.step_picks`). Exact bytes are
-rounded only here, in the unit asked for; tables render as Markdown and HTML."""
+by side, stage 3's gathered weights by who holds them, each setup's peak, what a loss would add to it, the
+step model beside the lab's measurement, what DeepSpeed's knobs trade, and lesson 4's picks beside their steps
+(`planning.step_picks`). Exact bytes are rounded only here, in the unit asked for; tables render as Markdown
+and HTML."""
 
 from __future__ import annotations
 
