@@ -16,10 +16,10 @@ from .. import units
 from .step_coordinator import Gathered, replay
 from .step_deepspeed import buckets, hook_gradients
 from .step_knobs import DeepSpeed
-from .step_parts import Part
+from .step_parts import Part, Phase
 from .step_rules import FP32, Moments, Parts, Setup, per, share, span
 
-__all__ = ["HOLDERS", "Gathered", "holder", "named", "replay", "runs", "zero3"]
+__all__ = ["HOLDERS", "Gathered", "held_by", "holder", "named", "replay", "runs", "zero3"]
 
 #: Who holds a gathered weight, as each part's reason begins: its module (gathered for its own use, the rest),
 #: a prefetch it was copied out of, an earlier use it was kept from, or an all-gather buffer it is still in.
@@ -149,6 +149,15 @@ def holder(part: Part) -> str:
     """Which of HOLDERS holds a stage-3 "gathered parameters" part, by how `_gathered` wrote its reason."""
     starts = {PREFETCHED: "prefetched", KEPT: "kept", BUFFERS: "buffers"}
     return next((name for start, name in starts.items() if part.reason.startswith(start)), "own")
+
+
+def held_by(phase: Phase) -> dict[str, int]:
+    """The bytes of `phase`'s gathered parameters by holder, every one of HOLDERS (0 where none)."""
+    held = dict.fromkeys(HOLDERS, 0)
+    for part in phase.parts:
+        if part.kind == "gathered parameters":
+            held[holder(part)] += part.nbytes
+    return held
 
 
 def named(layers, tensors, threshold: int = 0) -> str:

@@ -14,7 +14,7 @@ from .. import checks, units
 from ..planning.step_effects import EffectTable
 from ..planning.step_parts import KINDS, Phase, Timeline
 from ..planning.step_picks import Pick
-from ..planning.step_zero3 import HOLDERS, holder
+from ..planning.step_zero3 import held_by
 
 
 @dataclass(frozen=True, repr=False)
@@ -205,8 +205,7 @@ def gathered_table(phases: dict, unit: str = "B") -> Table:
     _labelled("phases", phases, Phase, "a planning Phase, e.g. timeline(model, DeepSpeed(stage=3), 2).peak")
     unit, body = units.unit_name(unit), []
     for label, phase in phases.items():
-        parts = [p for p in phase.parts if p.kind == "gathered parameters"]
-        split = [sum((p.nbytes for p in parts if holder(p) == h), 0) for h in HOLDERS]
+        split = held_by(phase).values()
         body.append((label, *(_shown(v, unit) for v in split), _shown(sum(split), unit)))
     head = ("", "the module's own", "copied out of a prefetch", "kept from an earlier use")
     head += ("in all-gather buffers", f"in all, {unit}")
