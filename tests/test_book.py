@@ -246,9 +246,10 @@ def test_the_navigation_drawer_opens(reader):
         "notebooks/04_choosing_a_stage.html",
         "notebooks/06_deepspeed_estimator.html",
         "notebooks/07_offload.html",
-        "notebooks/08_lab_pytorch.html",
-        "notebooks/09_lab_deepspeed.html",
-        "notebooks/17_workshop_exercises.html",
+        "notebooks/08_offload_nvme_and_advice.html",
+        "notebooks/09_lab_pytorch.html",
+        "notebooks/10_lab_deepspeed.html",
+        "notebooks/18_workshop_exercises.html",
         "docs/instructor.html",
     ],
 )
