@@ -182,7 +182,7 @@ def test_the_advice_leaves_ten_percent_free_and_says_what_it_passed_over():
     assert round(free / GB, 3) == 0.308 and round(100 * free / (24 * GB), 1) == 1.3
     assert (
         "data parallel would leave only 0.308 GB (1.3%) free: under 10%, the margin kept for the CUDA "
-        "context, buffers and at least part of a step's transient peaks (lesson 11); pass headroom=0 "
+        "context, buffers and at least part of a step's transient peaks (lesson 12); pass headroom=0 "
         "(--headroom 0) for the article's bare rule"
     ) in pick.reasons
     assert pick.warnings == ()  # ZeRO-1 leaves 14 GB free: the thin-headroom warning has nothing to say

@@ -201,7 +201,7 @@ def test_advice_says_which_ranking_it_follows():
         "Ranking: the ZeRO paper's. Stages 0-2 send 2Ψ per GPU per step and stage 3 sends 3Ψ"
     )
     assert "DeepSpeed's defaults differ: ZeRO-1/2 send about 3Ψ" in pick.ranking
-    assert "lesson 9" not in pick.ranking and "lesson 10" in pick.ranking
+    assert "lesson 10" not in pick.ranking and "lesson 11" in pick.ranking
     # every text answer shows the one-line form; the paragraph is kept for whoever asks for it
     assert repr(pick).endswith(pick.ranking_line) and pick.ranking not in repr(pick)
     # a notebook shows many answers, so its view leaves the line out and keeps everything else

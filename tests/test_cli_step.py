@@ -256,12 +256,12 @@ LOSS = 3 * 2_048 * 50_257 * 4
 
 
 def test_the_loss_counted_after_the_forward_pass(cli):
-    """--loss-copies adds the loss to the last forward phase, as lesson 13 does, and keeps the larger peak."""
+    """--loss-copies adds the loss to the last forward phase, as lesson 14 does, and keeps the larger peak."""
     line = timeline(ARTICLE, DeepSpeed(stage=2), 8)
     out = cli("--gpus", "8", "--stage", "2", "--loss-copies", "3").stdout.splitlines()
     held = line.phase("forward block 32").total + LOSS
     assert held > line.peak.total  # without checkpointing the loss tops stage 2's peak
-    assert round(float(held) / 10**9, 3) == 58.634  # lesson 13's stage-2 peak with the loss
+    assert round(float(held) / 10**9, 3) == 58.634  # lesson 14's stage-2 peak with the loss
     assert (
         out[-2]
         == "the loss: 3 fp32 copies of the logits, held after forward block 32: 57.399 + 1.235 = 58.634 GB"

@@ -1,7 +1,7 @@
 """`zero-lessons workshop` and `zero-lessons grade` end to end, without the lab.
 
 A class of thirty is written through the command line, its sheets filled in (right, wrong, in words,
-blank, hostile and malformed, and one copy of lesson 18 itself), and graded through the command line in
+blank, hostile and malformed, and one copy of lesson 19 itself), and graded through the command line in
 under 30 s; the CSV is checked cell by cell against what each submission should get.
 """
 
@@ -115,11 +115,11 @@ def classroom(tmp_path_factory):
         ALL_RIGHT | {"audit-4x-rule": "unreadable"},
     )
     lesson = fill(
-        nbformat.read(ROOT / "notebooks" / "18_workshop_exercises.ipynb", as_version=4),
+        nbformat.read(ROOT / "notebooks" / "19_workshop_exercises.ipynb", as_version=4),
         right["A21"],
         seed=key["A21"]["seed"],
     )
-    save("A21", lesson)  # lesson 18 itself, handed in under the attendee's id: tags only, no metadata
+    save("A21", lesson)  # lesson 19 itself, handed in under the attendee's id: tags only, no metadata
     save("A22", fill(sheet_of("A22"), right["A22"], seed=999), None, "refused: the sheet's SEED is 999")
     other = fill(sheet_of("A23"), right["A23"])
     other.metadata["workshop"]["attendee"] = "Z99"

@@ -88,7 +88,7 @@ def test_prefetching_sends_fewer_all_gathers_than_gathering_at_use():
 
 def test_turning_the_max_reuse_distance_off_changes_nothing_at_this_size():
     """The weights the max reuse distance keeps, the prefetcher's walk has already passed at their backward
-    use (lesson 10, section 8), so it keeps them anyway: the same all-gathers."""
+    use (lesson 11, section 8), so it keeps them anyway: the same all-gathers."""
     default, off = (ds_scale.reuse(knobs=ds_scale.Knobs(max_reuse_distance=d)) for d in (10**9, 0))
     assert (off.by_distance, off.by_prefetch) == (0, default.by_distance + default.by_prefetch)
     assert off.by_prefetch == 985_105_664
@@ -101,7 +101,7 @@ def test_turning_the_max_reuse_distance_off_changes_nothing_at_this_size():
 
 def test_a_block_as_one_module_counts_otherwise():
     """The step model's view, each block one module: gathering at use brings a block's four weights in one
-    all-gather, so the same rules give other counts; lesson 11 counts at DeepSpeed's real modules."""
+    all-gather, so the same rules give other counts; lesson 12 counts at DeepSpeed's real modules."""
     blocks = [layer.tensors for layer in GPT.layers]
     counts = [
         len(ds_traffic.knob_collectives(blocks, 8, DeepSpeed(stage=3, **knob)))

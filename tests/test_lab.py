@@ -2,7 +2,7 @@
 the predictions, and where the real code departs from the paper's formula, the test pins what it does.
 
 The matrix (1, 2 and 4 ranks, every mode) runs once per session, in the `lab_run` fixture. That fixture also
-lets lessons 09 and 10, which nbval executes later in the same `make test`, reuse this run instead of
+lets lessons 10 and 11, which nbval executes later in the same `make test`, reuse this run instead of
 starting the ranks again (see `zero_lessons.lab.reuse`).
 """
 
@@ -104,7 +104,7 @@ class LabRun:
 
 @pytest.fixture(scope="session")
 def lab_run(tmp_path_factory):
-    """One full lab run, shared by the tests below and by lessons 09 and 10 later in the session.
+    """One full lab run, shared by the tests below and by lessons 10 and 11 later in the session.
 
     It runs with GLOO_SOCKET_IFNAME naming a non-loopback interface, where the machine has one, so that
     the ranks must bind to loopback on their own; meanwhile a thread records the ranks' sockets.
@@ -381,7 +381,7 @@ def test_results_lookups_name_what_is_missing(rows):
 
 
 def test_the_session_reuses_its_run_and_only_the_same_run(lab_run, tmp_path, monkeypatch):
-    """Lessons 09 and 10 call `lab.run((1, 2, 4))` in this session: they get these measurements without
+    """Lessons 10 and 11 call `lab.run((1, 2, 4))` in this session: they get these measurements without
     starting a rank, with predictions computed again. Another matrix, or reuse switched off, finds nothing."""
     start = time.monotonic()
     again, seconds = lab.run((1, 2, 4))

@@ -160,7 +160,7 @@ def test_the_forward_walk_at_max_reuse_distance_0_keeps_only_the_layer_whose_bac
         ["L1", "1,080", "0", "—", "1,080", "L2 (forward)", "releases W1, b1"],
         ["act", "150", "500", "b2, W1", "1,055", "L1 (backward)", "—"],
         ["L2", "1,055", "0", "—", "1,055", "L1 (backward)", "keeps W2, b2"],
-    ]  # room = min(500, 1,000 − gathered), as lesson 10 writes it; after the prefetch, + its sizes
+    ]  # room = min(500, 1,000 − gathered), as lesson 11 writes it; after the prefetch, + its sizes
     whole = gather_figure.forward_walk(
         MODEL.layers, report.stage3_knobs("ds_zero3_reuse0"), NAMES, whole=True
     )

@@ -70,7 +70,7 @@ def test_both_tables_say_what_matched_and_group_thousands():
 
 def test_one_rank_sends_nothing_on_a_wire_when_asked():
     """With `wire`, both sent columns of a one-rank row read 0 (the paper's (N − 1)/N is 0 there); rows of
-    2 and 4 ranks, and the table without `wire` (lesson 09's), keep their multiples of Ψ."""
+    2 and 4 ranks, and the table without `wire` (lesson 10's), keep their multiples of Ψ."""
     keys = ("ds_zero0", "ds_zero3")
     results = _results(keys)
     wired, plain = report.Brief.of(results, keys, wire=True).grid(), report.Brief.of(results, keys).grid()

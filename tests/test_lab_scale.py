@@ -24,7 +24,7 @@ def rows():
 
 
 def test_the_model_is_the_courses_7_5b_preset():
-    """The same Ψ as the `step` command's and lesson 11's model, counted by their own path; within 0.1% of
+    """The same Ψ as the `step` command's and lesson 12's model, counted by their own path; within 0.1% of
     the article's 7.5 B, so the paper's figures come out slightly under its 120 / 41.25 / 28.125 / 15 GB."""
     h = 4_352
     assert PSI == 50_257 * h + 32 * (12 * h * h + 13 * h) == 7_493_452_032

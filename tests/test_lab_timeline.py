@@ -57,7 +57,7 @@ class _AtPeak(LiveBytes):
 
 
 def test_the_losss_four_fp32_copies_are_its_backward_temporaries():
-    """Lesson 11's loss fold: `y.float().pow(2).mean()` and its backward hold, at their highest, four copies
+    """Lesson 12's loss fold: `y.float().pow(2).mean()` and its backward hold, at their highest, four copies
     of fp32 logits beyond y: the mean's gradient (a div), y ** (2 - 1) (pow's backward makes it anew), the
     factor 2y and their product, y's gradient. y ** 2 itself is gone once the mean is taken."""
 
@@ -257,7 +257,7 @@ def test_a_setup_measured_first_in_its_ranks_measures_the_same_step(measured):
 
 
 def test_the_losss_copies_under_deepspeed_are_the_recorded_four_and_a_half(measured):
-    """Lesson 11 reports timeline_view.DEEPSPEED_LOSS_COPIES for the lab's mean-square loss: the lab still
+    """Lesson 12 reports timeline_view.DEEPSPEED_LOSS_COPIES for the lab's mean-square loss: the lab still
     measures it, on every DeepSpeed rank of every world size, and four under PyTorch's fp32 setups."""
     from zero_lessons.lab import timeline_view
 

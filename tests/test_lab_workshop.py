@@ -1,6 +1,6 @@
 """The three predict-then-measure exercises on real ranks: the lab measures what `check` grades against.
 
-Lesson 18's sheet (seed 45, every case on two CPU ranks) runs the lab once for its three cases, a PyTorch,
+Lesson 19's sheet (seed 45, every case on two CPU ranks) runs the lab once for its three cases, a PyTorch,
 a DeepSpeed stage 1/2 and a DeepSpeed stage 3 setting in one set of ranks: the right answer passes against
 each measurement, and a typical slip gets the same feedback from the measurement as from the prediction.
 """
@@ -14,7 +14,7 @@ from zero_lessons.workshop.measure import FAMILIES
 need_module("torch")
 need_module("deepspeed")
 
-SEED = 45  #: the seed lesson 18 shows: its three cases all run on two ranks
+SEED = 45  #: the seed lesson 19 shows: its three cases all run on two ranks
 
 
 def test_one_lab_run_grades_the_three_exercises_of_a_sheet():

@@ -104,7 +104,7 @@ def test_bad_input_is_one_line_naming_the_field(call, message):
 
 
 def test_label_dips_names_each_fall_before_the_loss_with_the_count_it_falls_to():
-    """Lesson 16's strip: block 28's QKV freed (1,004 M), then its projection and its fc1 (985 M each)."""
+    """Lesson 17's strip: block 28's QKV freed (1,004 M), then its projection and its fc1 (985 M each)."""
     look = stage3_plan.lookahead()
     texts = [t.get_text() for t in plot_lookahead(look, label_dips=True).axes[0].texts]
     assert texts[:3] == ["1,004", "985", "985"] and texts[3] == "1,061 M as the loss runs"
@@ -146,7 +146,7 @@ def test_the_figure_draws_a_row_per_matrix_a_bar_per_held_stretch_coloured_by_wh
 
 
 def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_bias_and_counts_are_whole():
-    modules = [(1024, 32)] * 4  # lesson 12's lab walk: four Linears, every tensor gathered
+    modules = [(1024, 32)] * 4  # lesson 13's lab walk: four Linears, every tensor gathered
     knobs = ds_scale.Knobs(prefetch_bucket_size=1200, max_live_parameters=3600, max_reuse_distance=1200)
     names = {i: f"linear {i + 1}" for i in range(4)}
     look = ds_lookahead.lookahead(modules, knobs, threshold=0, names=names)
@@ -181,7 +181,7 @@ def test_on_a_small_model_every_place_is_a_column_tensors_are_named_weight_and_b
 
 
 def test_mark_shades_the_first_column_of_that_name_on_both_panels_and_names_it():
-    """Lesson 12 marks the lab's peak, at the forward pass's ReLU 3 (the backward pass has a "relu 3" too)."""
+    """Lesson 13 marks the lab's peak, at the forward pass's ReLU 3 (the backward pass has a "relu 3" too)."""
     knobs = ds_scale.Knobs(prefetch_bucket_size=1200, max_live_parameters=3600, max_reuse_distance=1200)
     look = ds_lookahead.lookahead([(1024, 32)] * 4, knobs, threshold=0)
     between = ["relu 1", "relu 2", "relu 3"]
@@ -208,7 +208,7 @@ def test_mark_shades_the_first_column_of_that_name_on_both_panels_and_names_it()
 
 
 def test_at_threshold_0_the_weights_turn_as_at_the_default_and_rows_can_leave_out_small_tensors():
-    """Lesson 10's setting: every tensor gathered; the rows keep the weight matrices, the strip counts all."""
+    """Lesson 11's setting: every tensor gathered; the rows keep the weight matrices, the strip counts all."""
     kwargs = {"threshold": 0, "first": 1 + 6 * 27, "names": ds_lookahead.gpt_names(32, start=0)}
     every = ds_lookahead.lookahead(ds_scale.gpt_modules(), **kwargs)
     weights = ds_lookahead.lookahead(ds_scale.gpt_modules(), **kwargs, smallest=100_000)

@@ -65,7 +65,7 @@ def test_no_stray_metadata_and_no_local_helpers(path):
 
 
 TAKEAWAY = "> **Takeaway:**"
-LESSONS = [p for p in NOTEBOOKS if not p.name.startswith(("00_", "18_", "19_"))]
+LESSONS = [p for p in NOTEBOOKS if not p.name.startswith(("00_", "19_", "20_"))]
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
@@ -101,14 +101,14 @@ def test_every_section_ends_with_a_takeaway(path):
 
 
 def test_workshop_notebooks_ask_every_exercise_in_the_package_words():
-    """Lesson 18 shows every question of the package for its SEED, with an answer cell the grader reads;
-    lesson 19 asserts that `check` (and, for the lab's questions, `measure`) accepts each worked answer."""
+    """Lesson 19 shows every question of the package for its SEED, with an answer cell the grader reads;
+    lesson 20 asserts that `check` (and, for the lab's questions, `measure`) accepts each worked answer."""
     from zero_lessons.workshop import QUESTIONS, sheet
     from zero_lessons.workshop.grade import literal
     from zero_lessons.workshop.measure import FAMILIES
 
-    asked = ROOT / "notebooks" / "18_workshop_exercises.ipynb"
-    solved = ROOT / "notebooks" / "19_workshop_solutions.ipynb"
+    asked = ROOT / "notebooks" / "19_workshop_exercises.ipynb"
+    solved = ROOT / "notebooks" / "20_workshop_solutions.ipynb"
     for path in (asked, solved):
         code = cells(path)
         seed = literal("".join(code[0]["source"]))  # the first code cell sets SEED
@@ -198,7 +198,7 @@ def test_visible_words_leave_out_folds_only():
     assert len(FOLD.sub(" ", "one <details><summary>two</summary>\nthree\n</details> four").split()) == 2
 
 
-@pytest.mark.parametrize("name", ["09_lab_pytorch.ipynb", "10_lab_deepspeed.ipynb"])
+@pytest.mark.parametrize("name", ["10_lab_pytorch.ipynb", "11_lab_deepspeed.ipynb"])
 def test_each_lab_reads_in_about_1500_words(name):
     words = visible_words(ROOT / "notebooks" / name)
     assert words <= LAB_WORDS, f"{name}: {words:,} visible words, more than {LAB_WORDS:,}"

@@ -8,7 +8,7 @@ import pytest
 from zero_lessons.planning import offload_step
 from zero_lessons.present.offload_timeline import LANES, plot_offload_steps, spans
 
-PSI = 7_500_000_000  # lesson 07's model on 8 GPUs, 4,096 tokens per GPU at 150 TFLOP/s, PCIe at 25 GB/s
+PSI = 7_500_000_000  # lesson 08's model on 8 GPUs, 4,096 tokens per GPU at 150 TFLOP/s, PCIe at 25 GB/s
 RATES = (PSI, 8, 4096, 150 * 10**12, "25 GB/s")
 
 

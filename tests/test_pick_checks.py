@@ -57,7 +57,7 @@ def test_lesson_06s_ways_out_on_32_gb_cards():
     )
     assert "| ZeRO-2 on 10 | 25.5: yes | 28.5: yes | 30: yes | 27.5: yes | 2 GB |" in text
     assert (
-        "| ZeRO-3 on 8 | 15: yes | 17.750: yes | 21.625: yes | — (needs a step model: lesson 13) "
+        "| ZeRO-3 on 8 | 15: yes | 17.750: yes | 21.625: yes | — (needs a step model: lesson 14) "
         "| 10.375 GB, at the step |" in text
     )
     five = pick_checks.four_checks(PSI, 5, "32GB", Stage.ZERO3, EMBEDDING)  # lesson 06's exercise 4

@@ -83,8 +83,8 @@ def test_every_step_adds_up(sizes, bucket, live, reuse):
     **KNOBS,
 )
 def test_the_step_models_coordinator_and_ds_traffics_walk_gather_the_same(modules, bucket, live, reuse):
-    """Two walks of ZeRO-3's coordinator: the step model's (`step_coordinator`, lesson 10's lab and 11)
-    and the traffic model's (`ds_traffic`, lesson 10's 7.5 B predictions). Given the same modules, with a
+    """Two walks of ZeRO-3's coordinator: the step model's (`step_coordinator`, lesson 11's lab and 12)
+    and the traffic model's (`ds_traffic`, lesson 11's 7.5 B predictions). Given the same modules, with a
     parameter-free module between two (ds_traffic's trace has one after every module but the last), every
     all-gather brings the same tensors in the same order."""
     from zero_lessons.planning import ds_traffic

@@ -1,4 +1,4 @@
-"""Lesson 16's key table, its baseline and two narrower tables; lesson 15's formats and their subnormals."""
+"""Lesson 17's key table, its baseline and two narrower tables; lesson 16's formats and their subnormals."""
 
 import pathlib
 
@@ -64,7 +64,7 @@ def test_the_key_effects_table_shows_each_keys_values_words_and_numbers():
     assert all(r[4].startswith("peak per GPU at stage ") for r in peaks) and len(peaks) == 10
     assert not any(r[3].startswith("peak per GPU") for r in others)
     assert sorted([(*r[:3], r[4]) for r in peaks] + list(others)) == sorted(effects.rows)
-    # the peak rows lead with the peak once lesson 13's loss is counted: never below the step model's peak,
+    # the peak rows lead with the peak once lesson 14's loss is counted: never below the step model's peak,
     # and it changes what two keys do (contiguous_gradients off lowers nothing; overlap_comm adds 0.92, not 1)
     head = table.effects("peak").head
     assert head[3].startswith("peak with the loss") and head[4].startswith("without the loss")
@@ -139,7 +139,7 @@ def test_the_run_legend_explains_every_column_of_a_stage_3_run():
 
 
 def test_under_bf16_stages_1_and_2_skip_an_overflowing_step_with_a_fixed_scale_of_1():
-    """Lesson 15: DeepSpeed's bf16 config checks gradients for inf/NaN by default, the engine hands that to
+    """Lesson 16: DeepSpeed's bf16 config checks gradients for inf/NaN by default, the engine hands that to
     stages 1 and 2, whose step skips when it finds one; and a non-fp16 loss scaler is a fixed scale of 1."""
     from conftest import need_module
 
@@ -155,7 +155,7 @@ def test_under_bf16_stages_1_and_2_skip_an_overflowing_step_with_a_fixed_scale_o
 
 
 def test_deepspeeds_fp16_hysteresis_spares_the_first_overflow():
-    """Lesson 15: fp16's default `hysteresis` is 2, so the first overflow skips the step and keeps the scale
+    """Lesson 16: fp16's default `hysteresis` is 2, so the first overflow skips the step and keeps the scale
     (it only counts the hysteresis down); the next one halves the scale."""
     from conftest import need_module
 
@@ -173,7 +173,7 @@ def test_deepspeeds_fp16_hysteresis_spares_the_first_overflow():
 
 
 def test_deepspeeds_stage_3_checks_for_overflow_only_under_fp16():
-    """Lesson 15: under bf16 no step is skipped; the inf/NaN flag is allocated but only fp16 reads it."""
+    """Lesson 16: under bf16 no step is skipped; the inf/NaN flag is allocated but only fp16 reads it."""
     from conftest import need_module
 
     source = pathlib.Path(need_module("deepspeed.runtime.zero.stage3").__file__).read_text()
@@ -182,7 +182,7 @@ def test_deepspeeds_stage_3_checks_for_overflow_only_under_fp16():
 
 
 def test_the_peak_table_splits_by_stage_without_saying_the_stage_in_every_cell():
-    """Lesson 16 shows stage 2's keys and stage 3's apart: each key once, the same numbers as the mixed table,
+    """Lesson 17 shows stage 2's keys and stage 3's apart: each key once, the same numbers as the mixed table,
     with the stage said by the table, not by every cell."""
     from zero_lessons.run import keys
 
@@ -203,7 +203,7 @@ def test_the_peak_table_splits_by_stage_without_saying_the_stage_in_every_cell()
 
 
 def test_the_offload_row_leads_with_what_deepspeeds_code_sends():
-    """Lesson 16 plans the link with DeepSpeed's code (fp32 gradients down): the row gives that first."""
+    """Lesson 17 plans the link with DeepSpeed's code (fp32 gradients down): the row gives that first."""
     from zero_lessons.planning import offload
     from zero_lessons.run import keys
     from zero_lessons.run.example import GPUS, SHAPE

@@ -1,4 +1,4 @@
-"""`run.spelled`: lesson 16's example config with every priced key written out, where DeepSpeed reads it."""
+"""`run.spelled`: lesson 17's example config with every priced key written out, where DeepSpeed reads it."""
 
 import pytest
 
@@ -29,7 +29,7 @@ def test_every_priced_key_sits_at_its_path_with_its_default(stage):
 
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_the_advised_config_differs_from_the_defaults_only_where_the_advisor_writes_a_key(stage):
-    """The config lesson 16 recommends: the advisor's values for the keys its config writes, the rest as
+    """The config lesson 17 recommends: the advisor's values for the keys its config writes, the rest as
     `spelled_out`'s defaults; at stage 2 that is overlap_comm on, at stage 3 nothing."""
     from zero_lessons.planning import ds_config
     from zero_lessons.run.baseline import SET

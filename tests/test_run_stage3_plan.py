@@ -1,4 +1,4 @@
-"""`run.stage3_plan`: lesson 16's example at stage 3 as the loss runs, by the step model and by DeepSpeed's
+"""`run.stage3_plan`: lesson 17's example at stage 3 as the loss runs, by the step model and by DeepSpeed's
 rules, and the peak to plan with."""
 
 from fractions import Fraction
@@ -207,8 +207,8 @@ def test_deepspeed_count_puts_deepspeeds_gathered_weights_in_every_forward_and_b
     ],
 )
 def test_the_plan_is_the_same_whether_read_from_at_loss_or_from_every_bar(knob):
-    """Lesson 16 prices the stage-3 keys by `at_loss().plan`; lesson 13's figures draw `plan_count`'s bars.
-    With DeepSpeed's count in every bar, the highest with the loss is still that plan, at each key lesson 16
+    """Lesson 17 prices the stage-3 keys by `at_loss().plan`; lesson 14's figures draw `plan_count`'s bars.
+    With DeepSpeed's count in every bar, the highest with the loss is still that plan, at each key lesson 17
     tries."""
     from zero_lessons.run.stage3_plan import planned
 

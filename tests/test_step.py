@@ -569,7 +569,7 @@ def test_every_byte_count_is_exact(framework):
             assert type(part.nbytes) in (int, Fraction), (phase.name, part)
 
 
-# The lab's stage-3 model (lesson 11): four Linear modules of a 32 × 32 weight and 32 biases, with ReLUs
+# The lab's stage-3 model (lesson 12): four Linear modules of a 32 × 32 weight and 32 biases, with ReLUs
 # between them, and its stage-3 knobs scaled down to a layer or so.
 LAB_LAYERS = tuple(
     Layer(name, tensors)

@@ -1,4 +1,4 @@
-"""The step figure (lesson 11): one panel per setup, bars stacked by kind, measured markers, the model's peak;
+"""The step figure (lesson 12): one panel per setup, bars stacked by kind, measured markers, the model's peak;
 the knob table; and the lab's panels and peaks, built here from the lab's own comparison rows."""
 
 from fractions import Fraction
@@ -349,7 +349,7 @@ def test_the_kinds_table_sets_two_peaks_side_by_side_and_each_row_adds_up():
     # The lab's peaks on 2 ranks (Ψ = 4,224), worked by hand: ZeRO-2 at its optimizer step holds the whole
     # bf16 weights (2Ψ), its bf16 gradient shard (2Ψ/2), their fp32 copy (4Ψ/2) and a flattened copy (2Ψ/2);
     # ZeRO-3 at forward relu 3 holds a weight shard (2Ψ/2), its gradient partition from start-up, 6,304
-    # gathered elements (lesson 11, section 4), three 2,048-byte activations and its 1,200-element bucket.
+    # gathered elements (lesson 12, section 4), three 2,048-byte activations and its 1,200-element bucket.
     psi = 4_224
     z2, z3 = (modelled(BY_KEY[key], 2).peak for key in ("step_zero2", "step_zero3"))
     table = kinds_table({"ZeRO-2": z2, "ZeRO-3": z3}, "B")
@@ -509,7 +509,7 @@ def test_the_knob_table_says_what_each_knob_trades_and_keeps_the_peaks():
 
 
 def test_a_floor_starts_every_y_axis_above_zero_and_must_stay_below_the_top():
-    """Lesson 11's ZeRO-2 panel alone starts at 30 kB, so its buffers above the model state can be read."""
+    """Lesson 12's ZeRO-2 panel alone starts at 30 kB, so its buffers above the model state can be read."""
     panel = Panel("ZeRO-2", timeline(TINY, DeepSpeed(stage=2), 2))
     top = plot_step([panel], "B").axes[0].get_ylim()[1]
     cut = plot_step([panel], "B", floor=top / 2).axes[0]
@@ -537,7 +537,7 @@ def test_a_floored_legend_says_which_model_state_lies_under_the_floor():
 
 
 def test_a_floor_draws_what_grows_under_it_on_top_and_writes_what_stays_hidden():
-    """Lesson 11's ZeRO-2 panel from 30 kB: the gradient partition arrives under the cut, where it would seem
+    """Lesson 12's ZeRO-2 panel from 30 kB: the gradient partition arrives under the cut, where it would seem
     to lift the optimizer state; the floored figure draws it on top of its bars instead, and without a floor
     it stays in its place. What a lift cannot show (a bar wholly under the cut) is written at its foot."""
     from zero_lessons.present.step_floor import lift, note_rises, rises

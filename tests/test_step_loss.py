@@ -1,4 +1,4 @@
-"""The loss the step model leaves out, as lesson 11 counts it: its copies in the lab
+"""The loss the step model leaves out, as lesson 12 counts it: its copies in the lab
 (`timeline_view.loss_copies`), its bytes and the tolerance's activation buffers at a GPT's size
 (`timeline_view.at_size`), and what it would add to each peak (`step_tables.loss_table`). Bytes are checked
 against the formulas worked by hand."""

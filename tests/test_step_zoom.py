@@ -163,7 +163,7 @@ def test_a_zoom_titles_its_peaks_to_two_decimals_and_its_legend_draws_no_triangl
 
 
 def test_on_one_scale_a_part_that_differs_unseen_between_panels_is_drawn_on_top():
-    """Lesson 16's stage-3 knobs on one scale: a persistence threshold of 2 × 10⁷ keeps 1.21 GB more weights
+    """Lesson 17's stage-3 knobs on one scale: a persistence threshold of 2 × 10⁷ keeps 1.21 GB more weights
     whole, all under the cut; drawn in place they would lift the activations above them, so with same_floor
     the weights go on top of every panel's bars. Without same_floor, or where a kind shows above the cut in
     some panel (ZeRO-1's weights at the step's end), nothing is moved for it."""
@@ -191,7 +191,7 @@ def test_on_one_scale_a_part_that_differs_unseen_between_panels_is_drawn_on_top(
 
 
 def test_same_floor_starts_every_panel_at_the_lowest_floor():
-    """Lesson 13's step's end: with one floor, equal bars (ZeRO-1's and ZeRO-2's 28.10 GB before the step)
+    """Lesson 14's step's end: with one floor, equal bars (ZeRO-1's and ZeRO-2's 28.10 GB before the step)
     look equal across panels; without it each panel cuts at its own height."""
     own = [ax.get_ylim()[0] for ax in plot_zoom(PANELS, "GB", around="end").axes[: len(PANELS)]]
     same = [

@@ -569,7 +569,7 @@ def test_the_trace_working_says_why_the_traffic_differs_from_the_papers_stage():
 
 
 def test_show_working_gives_the_worked_solution_even_before_any_answer():
-    """Lesson 19 tells attendees to see their own seed's working this way."""
+    """Lesson 20 tells attendees to see their own seed's working this way."""
     for qid in QUESTIONS:
         blank = sheet(17).check(qid, {}, show_working=True)
         assert blank.state == "unanswered" and blank.working == question(qid, 17).working
@@ -577,7 +577,7 @@ def test_show_working_gives_the_worked_solution_even_before_any_answer():
 
 
 def test_the_trace_question_leaves_out_reuse_distance_zero_because_its_trace_can_be_another_settings():
-    """Lesson 19 says why question 5's list lacks ds_zero3_reuse0, which question 14 asks about."""
+    """Lesson 20 says why question 5's list lacks ds_zero3_reuse0, which question 14 asks about."""
     assert "ds_zero3_reuse0" in FAMILIES["measure-deepspeed-3"][1] and "ds_zero3_reuse0" not in OPTIONS
     found = set()
     for seed in range(60):
@@ -588,7 +588,7 @@ def test_the_trace_question_leaves_out_reuse_distance_zero_because_its_trace_can
         assert set(twins("ds_zero3_reuse0", gpus, widths)) == same
         found |= same
     assert found == {"ds_zero3", "ds_zero3_no_reuse"}  # on some MLPs it gathers once, on others twice
-    assert twins("ds_zero3_reuse0", 2, (10, 13, 5, 9)) == ("ds_zero3",)  # the two MLPs lesson 19 shows
+    assert twins("ds_zero3_reuse0", 2, (10, 13, 5, 9)) == ("ds_zero3",)  # the two MLPs lesson 20 shows
     assert twins("ds_zero3_reuse0", 2, (7, 47, 45, 28)) == ("ds_zero3_no_reuse",)
 
 
@@ -639,7 +639,7 @@ def test_the_formula_working_derives_the_whole_bytes_from_the_figure_at_n():
 
 
 def test_three_significant_figures_always_pass_and_whole_counts_must_be_exact():
-    """Lesson 19 says what check accepts: numbers within 0.5%, so three significant figures; exact counts."""
+    """Lesson 20 says what check accepts: numbers within 0.5%, so three significant figures; exact counts."""
     assert f"{float(TOLERANCE):.1%}" == "0.5%"
     for qid in QUESTIONS:
         for seed in range(10):
@@ -653,13 +653,13 @@ def test_three_significant_figures_always_pass_and_whole_counts_must_be_exact():
 
 
 def test_the_worked_tables_name_the_lab_models_tensors_as_lesson_08_does():
-    """Lesson 10 calls layer k's weight Wk and its bias bk, from W0; the worked tables use the same names."""
-    lesson = json.loads((Path(__file__).parents[1] / "notebooks" / "10_lab_deepspeed.ipynb").read_text())
+    """Lesson 11 calls layer k's weight Wk and its bias bk, from W0; the worked tables use the same names."""
+    lesson = json.loads((Path(__file__).parents[1] / "notebooks" / "11_lab_deepspeed.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in lesson["cells"] if c["cell_type"] == "code")
     names = ast.literal_eval(re.search(r"^names = (\[.*\])$", code, re.M).group(1))
     assert [name for name, _ in tensors()] == names == ["W0", "b0", "W1", "b1", "W2", "b2"]
     assert [math.prod(shape) for _, shape in tensors()] == list(MODEL.sizes)
-    assert by_hand("ds_zero3", 2, 0).rows[0][0] == "W0"  # W0 is 30 × 13: 390 elements, as in lesson 10
+    assert by_hand("ds_zero3", 2, 0).rows[0][0] == "W0"  # W0 is 30 × 13: 390 elements, as in lesson 11
 
 
 def test_the_host_working_says_what_to_plan_when_deepspeeds_count_does_not_fit():
@@ -697,7 +697,7 @@ def test_zero1_and_zero2_hold_and_send_the_same_after_backward_on_any_mlp():
 
 
 def test_the_two_counts_of_traffic_are_named_the_same_way_everywhere():
-    """The lab's message trace counts an all-reduce once; the paper's count (lesson 10's "sent") twice."""
+    """The lab's message trace counts an all-reduce once; the paper's count (lesson 11's "sent") twice."""
     for seed in range(5):
         for qid in ("traffic-detective", *FAMILIES):
             prompt = question(qid, seed).prompt
@@ -861,7 +861,7 @@ def test_the_fsdp2_prediction_says_padding_counts_for_weights_not_for_adam():
             assert "padding included" not in q.prompt, seed
             continue
         assert "padding included" in q.prompt and "padding left out" in q.prompt, seed
-        assert "lesson 09, the PyTorch lab, section 5" in q.prompt, seed
+        assert "lesson 10, the PyTorch lab, section 5" in q.prompt, seed
         padded = own = 0
         for fan_in, rows in pairwise(MODEL.widths):
             chunk = -(-rows // gpus)

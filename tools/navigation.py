@@ -102,11 +102,11 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "",
         "Executable lessons on where DeepSpeed ZeRO keeps the training state, and what each stage costs "
         "in memory and in communication. Work through them in order; each builds on the one before. "
-        'Lessons 01 to 04 answer "which stage, and why?"; 05 to 08 add an explorer, DeepSpeed\'s own '
-        "estimator and offload (to host memory, then to a drive); 09 and 10 check the counts against real "
-        "PyTorch and DeepSpeed runs on your CPU; 11 to 14 follow memory through a training step, measured in "
-        "the lab and modelled at real size; 15 runs a training loop for real; 16 and 17 price DeepSpeed's "
-        "config keys at real size; 18 and 19 are a workshop. The lessons "
+        'Lessons 01 to 04 answer "which stage, and why?"; 05 to 09 add an explorer, DeepSpeed\'s own '
+        "estimator and offload (to host memory, its traffic and time, then to a drive); 10 and 11 check the "
+        "counts against real PyTorch and DeepSpeed runs on your CPU; 12 to 15 follow memory through a "
+        "training step, measured in the lab and modelled at real size; 16 runs a training loop for real; 17 "
+        "and 18 price DeepSpeed's config keys at real size; 19 and 20 are a workshop. The lessons "
         "assume basic deep learning and PyTorch.",
         "",
         "Why there are stages at all: in plain [data parallelism](../docs/glossary.md#data-parallelism) "
@@ -140,7 +140,7 @@ def index(paths: list[pathlib.Path], books: dict, kept: list | None = None) -> s
         "environment.yml`, then `conda activate zero-lessons` and `jupyter lab notebooks/`. "
         "Binder (mybinder.org) builds the same environment from that file. Every lesson runs on a laptop's "
         "CPU, no GPU needed, and all the notebooks together, this page included, run in about three minutes. "
-        "The labs (09 to 12, and 15) start real training processes on the CPU, and need more than "
+        "The labs (10 to 13, and 16) start real training processes on the CPU, and need more than "
         "`make lab`, conda or Binder installs: the `lab` extra (PyTorch's CPU build and DeepSpeed, whose "
         "first run also compiles with a C++ compiler), which `make test` installs, or "
         "`pip install -e '.[lab]'` in the "

@@ -25,7 +25,7 @@ EXAMPLES = """examples:
   zero-lessons step --gpus 4 --model gpt2-xl --micro-batch 4 --stage 2 --all-phases
   zero-lessons step --gpus 8 --stage 2 --loss-copies 3
                                                 with a cross-entropy's 3 fp32 copies of the logits
-                                                counted after the forward pass, as lesson 13 does
+                                                counted after the forward pass, as lesson 14 does
   zero-lessons step --params 7B --layers 32 --layer-activations 1GB --gpus 8 --stage 3 --json
 
 Models: 7.5b (default; 32 blocks × 4,352, sequence 2,048, one sequence per GPU), 7b, gpt2-xl; the
@@ -138,11 +138,11 @@ def add_model(group) -> None:
         ),
         metavar="N",
         help="count the loss: N fp32 copies of the logits (s·b·V × 4 B each; 3 for PyTorch's "
-        "cross-entropy) on top of the last forward phase, as lesson 13 does (default: left out)",
+        "cross-entropy) on top of the last forward phase, as lesson 14 does (default: left out)",
     )
     head = "count the tied output layer's gradient for the embedding's weight, held through the backward pass"
     group.add_argument(
-        "--head", action="store_true", help=f"{head} (lesson 16, section 1; default: left out)"
+        "--head", action="store_true", help=f"{head} (lesson 17, section 1; default: left out)"
     )
     group.add_argument(
         "--params", type=field_reader("params"), help="instead of a transformer: Ψ in --layers equal layers"

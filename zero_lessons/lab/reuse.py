@@ -1,7 +1,7 @@
 """One lab run shared within a test session, so `make test` runs the lab matrix once, not twice. No torch.
 
 Only when the environment variable ZERO_LESSONS_LAB_REUSE names a folder. tests/test_lab.py sets it
-to a fresh folder of the session's own and runs the lab there; lessons 09 and 10, executed later in
+to a fresh folder of the session's own and runs the lab there; lessons 10 and 11, executed later in
 the same session by nbval, then find that run (each its own modes of it) instead of starting ranks.
 A run is found only under its key: a hash of every source file of the package, the versions of
 Python, torch and DeepSpeed, the world sizes and the modes, so any change to them runs the lab again.

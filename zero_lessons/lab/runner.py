@@ -173,7 +173,7 @@ def _matrix(ranks, keys, steps=()) -> tuple[tuple[int, ...], tuple[str, ...], tu
 
 
 def _within_full_run(worlds: tuple[int, ...], keys: tuple[str, ...]):
-    """A kept run of every mode, cut down to `keys`: lesson 09 asks for PyTorch's modes, lesson 10 for
+    """A kept run of every mode, cut down to `keys`: lesson 10 asks for PyTorch's modes, lesson 11 for
     DeepSpeed's, and the test session's one full run serves both. None when no such run is kept."""
     found = reuse.load(worlds, tuple(MODE_NAMES))
     if found is None:

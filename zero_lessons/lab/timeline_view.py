@@ -1,4 +1,4 @@
-"""Step timelines as lesson 11 shows them: one run, the figure's panels, the peaks with their gaps, and the
+"""Step timelines as lesson 12 shows them: one run, the figure's panels, the peaks with their gaps, and the
 loss the step model leaves out, counted in the lab and sized for a GPT. No torch.
 
 `measure` reuses the test session's lab run when one is kept (`reuse`), and otherwise runs the
@@ -26,7 +26,7 @@ WORLDS = (1, 2, 4)
 #: The world sizes the lesson shows.
 SHOWN = (2, 4)
 #: fp32 copies of the logits the lab's loss holds under DeepSpeed (bf16 ranks): four fp32 and a bf16 one, as
-#: `loss_copies` measures them; lesson 11's run and tests/test_lab_timeline.py check that it still does.
+#: `loss_copies` measures them; lesson 12's run and tests/test_lab_timeline.py check that it still does.
 DEEPSPEED_LOSS_COPIES = Fraction(9, 2)
 #: `planning.activations.CROSS_ENTROPY_COPIES`, re-exported where the lessons have always read it.
 CROSS_ENTROPY_COPIES = activations.CROSS_ENTROPY_COPIES

@@ -53,7 +53,7 @@ class Transformer:
 
 #: Fp32 copies of the logits PyTorch's cross-entropy holds at its highest, on bf16 logits cast to fp32 (a
 #: GPT's usual loss): log-softmax's saved output, the loss's gradient and log-softmax's gradient. Measured
-#: with the lab's counter on one process (tests/test_lab_timeline.py); lessons 13 and 15 size a GPT's loss
+#: with the lab's counter on one process (tests/test_lab_timeline.py); lessons 14 and 16 size a GPT's loss
 #: by it.
 CROSS_ENTROPY_COPIES = 3
 

@@ -1,7 +1,7 @@
 """The room the advice leaves free on each GPU, and what it says when a choice fits only with less.
 
 The article's bare rule takes the lowest stage whose model state fits. A pick that fills a card to the last
-percent fails in practice: the CUDA context, communication buffers and the transient peaks of lesson 11 need
+percent fails in practice: the CUDA context, communication buffers and the transient peaks of lesson 12 need
 room that the model state leaves out. So the advice asks every choice to leave `headroom` of each GPU free
 (HEADROOM, 10%, unless told otherwise), names a lower choice that fits only with less, and warns when a pick
 made with a smaller headroom leaves under HEADROOM free. It sizes stages by the ZeRO paper's count, and warns
@@ -29,7 +29,7 @@ CLAIMANTS = {
 }
 #: Why a fit with less than the headroom is passed over, in a few words.
 TOO_LITTLE = (
-    "the margin kept for the CUDA context, buffers and at least part of a step's transient peaks (lesson 11)"
+    "the margin kept for the CUDA context, buffers and at least part of a step's transient peaks (lesson 12)"
 )
 
 #: What DeepSpeed's estimator adds to the paper's count at stages 1 and 2, in a few words.

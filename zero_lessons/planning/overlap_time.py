@@ -1,7 +1,7 @@
-"""What two of lesson 16's keys do to a step's time, in seconds: `overlap_comm` at stages 1 and 2, and capping
+"""What two of lesson 17's keys do to a step's time, in seconds: `overlap_comm` at stages 1 and 2, and capping
 stage 3's prefetch. No torch.
 
-DeepSpeed's messages come from `ds_scale.predict` (the rules lesson 10's lab checks), sent per GPU by the
+DeepSpeed's messages come from `ds_scale.predict` (the rules lesson 11's lab checks), sent per GPU by the
 paper's count (an all-reduce twice its size, the ring's (N − 1)/N left out), in bf16 at a link's bandwidth.
 The compute is about 6Ψ FLOPs per token (`offload.compute_time`), two thirds of it in the backward pass
 (`offload_step.BACKWARD_SHARE`). Both are bounds, not measurements: a collective is taken at the link's full

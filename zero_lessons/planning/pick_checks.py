@@ -5,7 +5,7 @@ DeepSpeed's estimator's (`ds_estimator`). Two busiest moments, each within the w
 (`step_check.at_step`) and the backward pass with its gradient buckets. At stage 2 the backward pass holds the
 paper's model state and two buckets of `reduce_bucket_size` bf16 elements (overlap_comm on, as `advise` writes
 it; DeepSpeed frees them before the step). At stage 3 it also holds gathered layers, which depend on the
-model's shape, so `backward` is None there (lesson 13's step model counts them). What the busiest moment
+model's shape, so `backward` is None there (lesson 14's step model counts them). What the busiest moment
 leaves of the card must still hold the CUDA context and the allocator's slack: `left` gives it, and `thin`
 says when it is under CONTEXT.
 """
@@ -120,5 +120,5 @@ def _row(found: Checks, unit: str) -> list[str]:
 def _cell(nbytes: Fraction | int | None, ok: bool | None, unit: str) -> str:
     """A figure and its verdict: "28.125: yes", "31.875: **no**"; "—" where the check needs the model."""
     if nbytes is None:
-        return "— (needs a step model: lesson 13)"
+        return "— (needs a step model: lesson 14)"
     return f"{units.format_number(units.in_unit(nbytes, unit))}: {'yes' if ok else '**no**'}"

@@ -2,7 +2,7 @@
 
 By the paper's count (lesson 03) stages 0-2 send 2Ψ per GPU per step and stage 3 sends 3Ψ, so among the
 stages that fit the lowest sends least. Every text answer ends with `RANKING_LINE`; `RANKING` says it at
-length, with DeepSpeed's figures (lessons 09 and 10; the 7.5 B figure is `ds_scale.predict`'s, checked in
+length, with DeepSpeed's figures (lessons 10 and 11; the 7.5 B figure is `ds_scale.predict`'s, checked in
 tests/test_advisor_config.py).
 """
 
@@ -23,7 +23,7 @@ RANKING = (
     f"Ranking: the ZeRO paper's. Stages 0-2 send {_PAPER[Stage.ZERO2]}Ψ per GPU per step and stage 3 "
     f"sends {_PAPER[Stage.ZERO3]}Ψ, so the lowest stage that fits sends least. DeepSpeed's defaults "
     "differ: ZeRO-1/2 send about 3Ψ (a bucketed all-reduce, then the weight all-gather). ZeRO-3 sends "
-    "about 2Ψ on lesson 10's small model, where every gathered weight is kept for the backward pass, "
+    "about 2Ψ on lesson 11's small model, where every gathered weight is kept for the backward pass, "
     "and about 2.9Ψ for a 7.5 B GPT, where most are gathered again. So under DeepSpeed stages 1, 2 and 3 "
     "each send between 2Ψ and 3Ψ elements per GPU per step: up to half as much again as plain data "
     "parallelism's 2Ψ, and stage 3 no more than stages 1 and 2."

@@ -33,7 +33,7 @@ STEP_EXTRA = FLAT_COPY + FP32_COPY
 BUCKET_BYTES = 2 * DeepSpeed().reduce_bucket_size
 #: DeepSpeed's stage 3 makes the step's copies one sub-group of this many elements at a time (its default).
 SUB_GROUP = DeepSpeed().sub_group_size
-#: What the check leaves of the card for the CUDA context (several hundred MB to over 1 GB, lesson 11); less
+#: What the check leaves of the card for the CUDA context (several hundred MB to over 1 GB, lesson 12); less
 #: is "thin". Lesson 06's pick checks hold the busiest moment to the same line.
 CONTEXT = 10**9
 

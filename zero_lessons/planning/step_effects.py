@@ -2,7 +2,7 @@
 
 The peak before and after comes from `step.timeline`. The traffic column says what the change does
 to the collectives, as each framework's code does it (see `step_knobs` for the sources); where the
-lab measures it (lesson 10, tests/test_lab.py) the words say so. The traffic is not modelled here:
+lab measures it (lesson 11, tests/test_lab.py) the words say so. The traffic is not modelled here:
 the step's timeline counts bytes held, not bytes sent.
 """
 
@@ -43,7 +43,7 @@ CHANGES = (
         DeepSpeed(stage=2),
         DeepSpeed(stage=2, allgather_bucket_size=50_000_000),
         "5e8 → 5e7 elements",
-        "none with gloo or NCCL: DeepSpeed ignores it where PyTorch has all_gather_into_tensor (lesson 10)",
+        "none with gloo or NCCL: DeepSpeed ignores it where PyTorch has all_gather_into_tensor (lesson 11)",
     ),
     Change(
         "overlap_comm",
@@ -80,7 +80,7 @@ CHANGES = (
         FSDP2(reshard_after_forward=False),
         "True → False",
         "one all-gather per layer instead of two: elements sent per step, reduce-scatter plus all-gathers, "
-        "3Ψ → 2Ψ (lab, lesson 09)",
+        "3Ψ → 2Ψ (lab, lesson 10)",
     ),
     Change(
         "bucket_cap_mb",

@@ -1,7 +1,7 @@
 """Lesson 4's picks over a step: the stage `advise` picks for a GPT on a card, beside that stage's step.
 
 `advise` sums model state and activations and picks the lowest stage that fits with `headroom` of the card
-free. Lesson 14 runs the picked stage through the step model (`timeline`) on the same GPUs, with the same
+free. Lesson 15 runs the picked stage through the step model (`timeline`) on the same GPUs, with the same
 activation checkpointing, and sets the step's peak beside the sum the pick was made on.
 """
 
@@ -24,7 +24,7 @@ STAGE_FRAMEWORKS: dict[Stage, Framework] = {
     Stage.DP: DDP(),
     **{s: DeepSpeed(stage=int(s)) for s in (Stage.ZERO1, Stage.ZERO2, Stage.ZERO3)},
 }
-#: The headrooms lesson 14 compares: the article's bare rule (0) and `advise`'s default margin.
+#: The headrooms lesson 15 compares: the article's bare rule (0) and `advise`'s default margin.
 HEADROOMS = (0, "10%")
 
 

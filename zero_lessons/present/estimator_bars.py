@@ -18,7 +18,7 @@ from ..planning.headroom import HEADROOM, budget, percent
 from ..stages import Stage, StageLike, as_stage
 from .figures import KIND_COLOURS, STATE_COLOURS, Chart, headroom_share
 
-#: The items a GPU holds, in stacking order, with their colours (those of the step figures of lessons 11-16).
+#: The items a GPU holds, in stacking order, with their colours (those of the step figures of lessons 12-17).
 ITEMS = {
     "16-bit weights": STATE_COLOURS["weights"],
     "16-bit gradients": STATE_COLOURS["gradients"],
@@ -36,7 +36,7 @@ MOMENTS = ("paper", "estimator", "at the step")
 #: The two counts, as `bars` names them; the other bars are moments of the step.
 _COUNTS = tuple(f", {moment}" for moment in MOMENTS[:2])
 #: The bar stage 2 adds between its estimator and its step: what the paper counts, and the backward pass's
-#: two gradient buckets (with overlap_comm, as `advise` writes it). Stage 3's needs a step model (lesson 13).
+#: two gradient buckets (with overlap_comm, as `advise` writes it). Stage 3's needs a step model (lesson 14).
 BACKWARD = "backward pass"
 #: counts.PLACES' rows for the paper and the estimator without offload, by stage.
 _ROWS = {Stage.ZERO2: counts.NO_OFFLOAD[:2], Stage.ZERO3: counts.NO_OFFLOAD[2:]}

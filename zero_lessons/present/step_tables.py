@@ -166,7 +166,7 @@ def loss_table(timelines, loss, unit: str = "GB") -> Table:
     return Table(head, tuple(body), (False, False, True, True, True, True))
 
 
-#: What turning each knob of `planning.step_effects.CHANGES` trades, as the knob table of lesson 14 says it.
+#: What turning each knob of `planning.step_effects.CHANGES` trades, as the knob table of lesson 15 says it.
 TRADES = {
     "reduce_bucket_size": "a smaller bucket against more, smaller reductions; stage 2's gradient partition "
     "then arrives sooner, which can raise the peak",

@@ -7,9 +7,9 @@ The parts:
 - `launcher`: `launch` starts the script under torchrun from Python and returns every rank's report, typed;
 - `predict`: what each rank should hold (the lab's rules on the script's model, plus offload's buffers);
   `summary`: measured beside predicted, per config, for the command line and the lesson;
-- for lesson 15: `precision` (bf16 against fp16), `fsdp` (ZeRO's stages against PyTorch's equivalents),
+- for lesson 16: `precision` (bf16 against fp16), `fsdp` (ZeRO's stages against PyTorch's equivalents),
   `source` (the script's functions as a listing);
-- for lesson 16: `keys` (the config keys that matter, with numbers), `baseline` (the example those numbers
+- for lesson 17: `keys` (the config keys that matter, with numbers), `baseline` (the example those numbers
   start from), both on `example` (the 7.5 B GPT on 8 GPUs, one step per knob setting, built once), and
   `spelled` (the example's config with every priced key written out), `stage3_plan` (stage 3 as the loss
   runs, by the step model and by DeepSpeed's rules, and the peak to plan with).

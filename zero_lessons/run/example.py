@@ -1,4 +1,4 @@
-"""The example that lesson 16's config keys are priced on, shared by `keys` and `baseline`: the package's
+"""The example that lesson 17's config keys are priced on, shared by `keys` and `baseline`: the package's
 7.5 B GPT on 8 GPUs, one step of it per knob setting (built once), and the loss counted on top. No torch."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def example_step(shape: Transformer, framework: DeepSpeed, head: bool = False) -
 
 
 def loss_bytes(shape: Transformer, head: bool = False) -> int:
-    """The loss counted on top of the forward pass, as lesson 13 counts it: a cross-entropy's fp32 copies of
+    """The loss counted on top of the forward pass, as lesson 14 counts it: a cross-entropy's fp32 copies of
     `shape`'s logits; with `head`, the output layer's bf16 logits beside them."""
     return CROSS_ENTROPY_COPIES * shape.logits_bytes + (
         shape.bf16_logits_bytes if checks.flag("head", head) else 0

@@ -1,5 +1,5 @@
 """ZeRO's stages set against their PyTorch equivalents (FSDP2 and kin): what each shards, and the lab modes
-that run each side, so a reader can find the bytes lessons 09 and 10 measure for it. No torch."""
+that run each side, so a reader can find the bytes lessons 10 and 11 measure for it. No torch."""
 
 from __future__ import annotations
 
@@ -49,6 +49,6 @@ class Equivalents:
         return "\n".join(" | ".join(row) for row in self.cells())
 
     def _repr_markdown_(self) -> str:
-        head = ["ZeRO stage", "sharded across the GPUs", "PyTorch equivalent", "lab modes (lessons 10, 09)"]
+        head = ["ZeRO stage", "sharded across the GPUs", "PyTorch equivalent", "lab modes (lessons 11, 10)"]
         lines = [head, ["---"] * 4, *self.cells()]
         return "\n".join("| " + " | ".join(line) + " |" for line in lines)

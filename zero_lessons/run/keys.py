@@ -87,7 +87,7 @@ def _step(key: Key, value: object) -> tuple[Transformer, Timeline]:
 
 def peak(key: Key, value: object, loss: bool = False) -> Fraction:
     """Peak bytes per GPU over one step of the example, with `key` at `value`; with `loss`, a cross-entropy's
-    copies of the logits counted after the forward pass, as lesson 13 counts them."""
+    copies of the logits counted after the forward pass, as lesson 14 counts them."""
     shape, line = _step(key, value)
     return line.peak_with_loss(loss_bytes(shape)) if loss else line.peak.total
 
@@ -114,7 +114,7 @@ def peak_parts(key: Key, value: object) -> dict[str, Fraction]:
 
 
 def _with_loss(key: Key) -> str:
-    """The key's peak per GPU once lesson 13's loss is counted, at the default → tried, and its stage."""
+    """The key's peak per GPU once lesson 14's loss is counted, at the default → tried, and its stage."""
     at = (_gb(peak(key, value, loss=True)) for value in (key.default, key.tried))
     return f"stage {key.stage}: " + " → ".join(at)
 
@@ -129,13 +129,13 @@ def _gb(value) -> str:
     return f"{float(Fraction(value) / units.GB):.2f} GB"
 
 
-#: Two ways to count traffic: the paper's collectives, and DeepSpeed's defaults (3Ψ at stages 1-2; lesson 10)
+#: Two ways to count traffic: the paper's collectives, and DeepSpeed's defaults (3Ψ at stages 1-2; lesson 11)
 ACCOUNTS = {"ZeRO paper": communication.collectives, "DeepSpeed default": communication.deepspeed_collectives}
 
 
 def sent(stage: int, micro_batches: int, account: str) -> Fraction:
     """Elements one GPU sends per optimizer step of `micro_batches`, in units of Ψ, counted by `account`:
-    per-micro-batch collectives repeat. No stage 3: its traffic depends on the model's size (lesson 10)."""
+    per-micro-batch collectives repeat. No stage 3: its traffic depends on the model's size (lesson 11)."""
     checks.choice("account", account, ACCOUNTS)
     if type(stage) is not int or not 0 <= stage <= 2:
         raise ValueError(f"stage must be 0, 1 or 2, got {checks.shown(stage)}")

@@ -1,4 +1,4 @@
-"""Lesson 16's example config spelled out: every key `keys.KEYS` prices, at DeepSpeed's default, where a
+"""Lesson 17's example config spelled out: every key `keys.KEYS` prices, at DeepSpeed's default, where a
 config file puts it, with the stage and bf16 the example runs. No torch; `planning.ds_config.validate` checks
 its `zero_optimization` block against DeepSpeed's own schema."""
 

@@ -1,4 +1,4 @@
-"""Lesson 16's example at stage 3, counted two ways; and the peak to plan with.
+"""Lesson 17's example at stage 3, counted two ways; and the peak to plan with.
 
 The step model runs each block as one module, so its prefetcher walks a block at a time. DeepSpeed runs
 each weight matrix as a module of its own (`ds_scale.gpt_modules`), so its prefetcher walks further ahead,

@@ -53,7 +53,7 @@ PROMPT = (
     "rank {rank}.{note} It uses {recipe}. Predict the bytes your rank holds {when}, by kind of state, and "
     "the elements each collective moves in one steady-state step, training tensors only{messages}. Count "
     "them as the lab's message trace does: each collective's full tensor once, so an all-gather counts its "
-    "output, a reduce-scatter its input and an all-reduce its tensor. The paper's count, which lesson 10's "
+    "output, a reduce-scatter its input and an all-reduce its tensor. The paper's count, which lesson 11's "
     '"sent" columns use, differs: it weighs an all-reduce twice (a reduce-scatter plus an all-gather). '
     "Then run the lab for this case."
 )
@@ -65,18 +65,18 @@ NOTES = {
     "Adam moments; and after the backward pass it keeps, whole, the gradients of every parameter that "
     "touches its slice, plus the padding that falls in its slice. The gradients travel in buckets that hold "
     "the Ψ real elements, no padding, whether all-reduced (the default) or reduced to each slice's owner; "
-    "the all-gather after the step returns the whole padded buffer (lesson 10, sections 4 and 5).",
+    "the all-gather after the step returns the whole padded buffer (lesson 11, sections 4 and 5).",
     "measure-deepspeed-3": " Every tensor is sharded: the lab sets stage3_param_persistence_threshold = 0, "
     "where DeepSpeed's default, {threshold:,} elements, would keep every tensor of this MLP whole on every "
     "rank. Stage 3 cuts every parameter on its own into N pieces of ⌈n/N⌉ elements, the last padded, and "
     "a rank holds its pieces of the bf16 weights and gradients and of the fp32 master weights and moments "
-    "(lesson 10, section 6).",
+    "(lesson 11, section 6).",
 }
-#: What the question says of FSDP2's uneven row chunks (lesson 09, section 5), as `by_hand` counts them.
+#: What the question says of FSDP2's uneven row chunks (lesson 10, section 5), as `by_hand` counts them.
 FSDP_NOTE = (
     " FSDP2 cuts each tensor along its rows into N chunks of ⌈rows/N⌉ rows, so a rank may get fewer rows "
     "than the others. Count your weights and gradients as the full padded chunk, padding included, and your "
-    "Adam state by your own rows only, padding left out (lesson 09, the PyTorch lab, section 5)."
+    "Adam state by your own rows only, padding left out (lesson 10, the PyTorch lab, section 5)."
 )
 #: What the ds_zero3 setting leaves at DeepSpeed's default (its prefetch and live limits are the lab's).
 DS_DEFAULTS = " stage3_max_reuse_distance keeps DeepSpeed's default, {reuse} elements, far beyond this MLP."

@@ -145,7 +145,7 @@ ABOVE_PROMPT = (
     "stage3_prefetch_bucket_size (50,000,000) and stage3_max_reuse_distance (1,000,000,000) at "
     "DeepSpeed's defaults, all in elements. Note that stage3_max_live_parameters is not a cap on what a "
     "rank holds: the prefetcher fetches ahead only while fewer than that many elements are gathered, and "
-    "the limit releases nothing itself. Use this simple model of lesson 12 (Stage 3's gathered weights): "
+    "the limit releases nothing itself. Use this simple model of lesson 13 (Stage 3's gathered weights): "
     "stage 3's peak is its model state, 16Ψ/N bytes, plus the gathered parameters it holds, whole bf16 "
     "tensors of 2 bytes per element; stage 2's is 2Ψ + 14Ψ/N bytes; activations and other buffers are "
     "the same under both and left out. After a weight's forward use, DeepSpeed keeps it gathered when "
@@ -171,7 +171,7 @@ ABOVE_WORKING = (
     "and releases nothing, so the weights that reuse keeps stay gathered even above it; with "
     "stage3_max_reuse_distance = 0 and no prefetch each layer is released after use and "
     "gathered again for the backward pass, so stage 3 holds one layer of Ψ/{layers} elements: {lean}, "
-    "below stage 2's {two}. Lesson 12's fuller model adds what this one leaves out (the all-gather buffer "
+    "below stage 2's {two}. Lesson 13's fuller model adds what this one leaves out (the all-gather buffer "
     "that holds a layer twice, small tensors kept whole, buckets): for its 0.35 B GPT on 2 GPUs those "
     "keep even the lean stage 3 a little above stage 2."
 )
@@ -207,7 +207,7 @@ ABOVE_WHY = {
     "fp32-gathered": "gathered parameters are bf16 copies, 2 bytes each, not fp32",
     "gathered-pieces": "gathered parameters are whole tensors: a rank's own pieces are already in 16Ψ/N",
     "live-caps-prefetch": "stage3_max_live_parameters only stops the prefetcher fetching further ahead; it "
-    "releases nothing that reuse keeps, so lowering it barely moves the peak (lesson 14's knob table)",
+    "releases nothing that reuse keeps, so lowering it barely moves the peak (lesson 15's knob table)",
     "prefetch-is-not-reuse": "the prefetch bucket only says how far ahead stage 3 gathers; the weights "
     "reuse keeps stay gathered whatever its size",
     "kept-whole-model": "that still keeps the whole model gathered: with no reuse and no prefetch each "

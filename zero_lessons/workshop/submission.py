@@ -106,7 +106,7 @@ def notebook_cells(data) -> list[dict]:
 
 def _question_of(cell: dict, ids) -> str | None:
     """The question an answer cell answers: from its "workshop" metadata, or from a "question:ID" tag
-    (lesson 18 keeps tags only), when it is one of `ids`."""
+    (lesson 19 keeps tags only), when it is one of `ids`."""
     tags, meta = _tags(cell), cell["metadata"].get("workshop")
     qid = meta.get("question") if isinstance(meta, dict) else None
     if qid is None:

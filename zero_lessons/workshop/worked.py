@@ -51,7 +51,7 @@ class ByHand:
 
 
 def tensors() -> list[tuple[str, Shape]]:
-    """The lab model's parameters in forward order, named as lesson 10 names them: W0, b0, W1, b1, ..."""
+    """The lab model's parameters in forward order, named as lesson 11 names them: W0, b0, W1, b1, ..."""
     out: list[tuple[str, Shape]] = []
     for n, (a, b) in enumerate(pairwise(lab_model()[0])):
         out += [(f"W{n}", (b, a)), (f"b{n}", (b,))]
