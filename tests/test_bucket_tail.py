@@ -25,7 +25,7 @@ def fifo(elements: int, bucket, first, window, copy) -> Fraction:
 
 
 def test_a_link_faster_than_the_gradients_leaves_at_most_one_full_bucket_after_the_pass():
-    """Lesson 07's stage 3: 9.375e8 elements of a GPU's own arrive over the 1.2288 s backward pass, copied
+    """Lesson 08's stage 3: 9.375e8 elements of a GPU's own arrive over the 1.2288 s backward pass, copied
     at 8 B / 25 GB/s; its slice of a bucket is 5e8 / 8. At the most a full slice is reduced at the pass's end:
     6.25e7 × 3.2e-10 = 0.02 s. At the least the last two buckets' copies balance: a final bucket of
     r = B·c/α elements, so B·c²/α = 0.0048828125 s."""
@@ -42,7 +42,7 @@ def test_a_link_faster_than_the_gradients_leaves_at_most_one_full_bucket_after_t
 
 
 def test_a_link_slower_than_the_gradients_waits_for_the_first_bucket_and_never_catches_up():
-    """Lesson 07's stage 2 without recomputation: 9.375e8 elements over the last 1/8 of a 0.8192 s pass
+    """Lesson 08's stage 2 without recomputation: 9.375e8 elements over the last 1/8 of a 0.8192 s pass
     (0.1024 s), copied at 4 B / 25 GB/s, slower than they arrive. At the most the first bucket is full
     (5e8 elements, ready after 5e8·α) and the link then runs to the end: 5e8·α + E·c − E·α = 0.1022 s, more
     than the 0.0476 s by which the whole trip outlasts its window."""

@@ -147,14 +147,17 @@ def test_a_rank_that_holds_other_bytes_fails_the_run_and_says_where(capsys, monk
     lines = out.splitlines()
     assert lines[0] == "ds.json: ZeRO-1, 2 ranks, Ψ = 283,656 parameters; bytes per rank"
     assert (
-        "  consolidated   zero_to_fp32 rebuilt 6 fp32 tensors on rank 0, equal to the trained weights"
+        "  consolidated      zero_to_fp32 rebuilt 6 fp32 tensors on rank 0, equal to the trained weights"
         in lines
     )
+    assert any(
+        line.startswith("  checkpoint files  ") for line in lines
+    )  # the longest label, then two spaces
     verdict = next(line for line in lines if line.startswith("  as predicted"))
     if changed:
         assert verdict.endswith("NO: ds.json rank 1 gradients: measured 533,522, predicted 533,520")
     else:
-        assert verdict == "  as predicted   yes"
+        assert verdict == "  as predicted      yes"
 
 
 def deepspeed_constant(module: str, name: str) -> object:

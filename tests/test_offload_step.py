@@ -145,7 +145,7 @@ def test_the_cpu_step_scales_with_the_parameters_one_node_updates():
 
 
 def test_full_recomputation_runs_8_psi_per_token_three_quarters_in_the_backward_pass():
-    """Lesson 07's 70 B case: recomputing every layer makes the compute 8Ψ FLOPs per token (15.292 s), the
+    """A 70 B case: recomputing every layer makes the compute 8Ψ FLOPs per token (15.292 s), the
     backward pass 6Ψ of them; the trips still hide but for their last buckets, and the CPU's floor (9.8 s)
     adds on top: 25.10 s at the least."""
     big = offload_step.step(70 * 10**9, 8, 4096, 150 * 10**12, "25 GB/s", stage=3, host_bandwidth="200 GB/s",

@@ -39,7 +39,7 @@ def test_the_drawing_ends_where_the_step_does(name):
 
 
 def test_stage_2_waits_for_the_first_layers_gradients():
-    """Lesson 07's table: the trip runs in the backward pass's last 1/8; after the pass it is solid for what
+    """Lesson 08's table: the trip runs in the backward pass's last 1/8; after the pass it is solid for what
     it adds at the least and outlined up to the most (its last buckets' copies), labelled after both."""
     compute = Fraction("1.2288")
     trip = STEPS["ZeRO-2"].phases[1]

@@ -1,4 +1,4 @@
-"""The four counts of training-state bytes that lesson 07 sets side by side (`INCLUDES` says what each
+"""The four counts of training-state bytes that lessons 07 and 08 set side by side (`INCLUDES` says what each
 includes): the ZeRO paper's (`memory.per_gpu`), the package's under offload (`offload.offloaded`,
 `link_bytes`), DeepSpeed's code's (`offload.deepspeed_zero2_host`, `deepspeed_zero3_host`,
 `deepspeed_pcie_bytes`) and DeepSpeed's estimator's (`ds_estimator`). `four` and `table` give their figures

@@ -125,7 +125,9 @@ class Summary:
             ).rstrip()
             for line in grid
         ]
-        notes = [f"  {name:<15}{text}" for name, text in self.notes()]
+        labelled = self.notes()
+        width = max(len(name) for name, _ in labelled) + 2  # the longest label and two spaces
+        notes = [f"  {name:<{width}}{text}" for name, text in labelled]
         return "\n".join([self.title, *table, *notes])
 
     def __repr__(self) -> str:
