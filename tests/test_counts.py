@@ -286,3 +286,14 @@ def test_the_pcie_table_sets_the_design_beside_deepspeeds_code():
 def test_the_host_table_refuses_bad_input(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_the_gpu_table_rows_are_the_package_count_for_each_choice_of_the_offload_order():
+    assert [stage_what for stage_what in counts.CHOICES.values()] == [
+        (stage, what != "optimizer") for stage, what in offload.ORDER
+    ]
+    rows = counts.gpu_table(PSI, 8).splitlines()[2:]
+    assert [row.split(" | ")[0].lstrip("| ") for row in rows] == list(counts.CHOICES)
+    for row, (stage, params_too) in zip(rows, counts.CHOICES.values(), strict=True):
+        on, off = offload.offloaded(PSI, 8, stage, parameters=params_too)
+        assert f"| {units.format_bytes(on.total)} | {units.format_bytes(off.total)} |" in row

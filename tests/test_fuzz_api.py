@@ -632,6 +632,7 @@ SPECS = {
     "counts.four": (counts.four, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
     "counts.table": (counts.table, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
     "counts.host_table": (counts.host_table, {"params": arg(PARAMS), "gpus": arg(GPUS_NODE)}),
+    "counts.gpu_table": (counts.gpu_table, {"params": arg(PARAMS), "gpus": arg(GPUS)}),
     "counts.pcie_table": (
         counts.pcie_table,
         {"params": arg(PARAMS), "gpus": arg(GPUS), "bandwidth": arg(RATE)},

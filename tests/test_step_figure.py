@@ -597,3 +597,11 @@ def test_the_gathered_table_splits_stage_3s_gathered_weights_by_holder():
         gathered_table([z3.peak])
     with pytest.raises(TypeError, match="phases"):
         gathered_table({"peak": z3})
+
+
+def test_a_part_names_its_holder_from_a_fixed_list():
+    from zero_lessons.planning.step_parts import HOLDERS, Part
+
+    assert Part("weights", 2, "a shard").holder == "own" == HOLDERS[0]
+    with pytest.raises(ValueError, match="holder must be one of own, prefetched, kept, buffers, got 'lent'"):
+        Part("gathered parameters", 2, "a weight", "lent")

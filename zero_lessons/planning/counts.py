@@ -4,7 +4,7 @@ includes): the ZeRO paper's (`memory.per_gpu`), the package's under offload (`of
 `deepspeed_pcie_bytes`) and DeepSpeed's estimator's (`ds_estimator`). `four` and `table` give their figures
 for ZeRO-2 on one node, without offload and with the optimizer offloaded; `bytes_table` (per kind of state),
 `host_table` (per node's host) and `pcie_table` (over PCIe) set the package's count, DeepSpeed's code and its
-estimator side by side.
+estimator side by side; `gpu_table` gives the package's count per GPU for each offload of `CHOICES`.
 """
 
 from __future__ import annotations
@@ -44,13 +44,8 @@ OVERVIEW = tables.markdown(
 #: unless the layer is still held, again for the backward pass (2); the CPU updates the weights on the host.
 PARAMS_PCIE = tuple(offload.DEEPSPEED_BACKWARD[Stage.ZERO3] + 2 * fetches for fetches in (1, 2))
 #: The recap table's header: each count's figures for ZeRO-2 on one node, in decimal GB.
-HEADER = [
-    "count",
-    "per GPU, no offload",
-    "per GPU, optimizer offloaded",
-    "host per node, optimizer offloaded",
-    "PCIe per GPU per step, optimizer offloaded",
-]
+HEADER = ["count", "per GPU, no offload", "per GPU, optimizer offloaded"]
+HEADER += ["host per node, optimizer offloaded", "PCIe per GPU per step, optimizer offloaded"]
 
 
 @dataclass(frozen=True)
@@ -233,6 +228,20 @@ HOST_HEADER = [
 def _choice(stage: Stage, what: str) -> str:
     """An offload choice of `offload.ORDER` as a row label: "ZeRO-3, optimizer and parameters offloaded"."""
     return f"{stage.label}, {what.replace('+', ' and ')} offloaded"
+
+
+#: The offloads of `offload.ORDER` by row label: (stage, whether the parameters are offloaded too).
+CHOICES = {_choice(stage, what): (stage, what != "optimizer") for stage, what in offload.ORDER}
+
+
+def gpu_table(params: int, gpus: int) -> str:
+    """What each offload of `offload.ORDER` leaves on each of `gpus` GPUs and moves off it, by the package's
+    count, in decimal GB."""
+    rows = [["by the package's count", "left on each GPU", "moved off each GPU"]]
+    for name, (stage, params_too) in CHOICES.items():
+        on, off = offload.offloaded(params, gpus, stage, parameters=params_too)
+        rows.append([name, units.format_bytes(on.total), units.format_bytes(off.total)])
+    return tables.markdown(rows, ["---", "--:", "--:"])
 
 
 def _per_parameter(nbytes: int | None, params: int) -> str:

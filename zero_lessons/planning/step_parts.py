@@ -26,6 +26,9 @@ KINDS = STATES + TRANSIENT
 PHASE_KINDS = ("boundary", "forward", "backward", "reduction", "optimizer")
 #: Where the peak is when a loss counted after the forward pass tops the step model's own peak.
 AT_THE_LOSS = "the loss"
+#: Who holds a gathered weight: its module (gathered for its own use), a prefetch it was copied out of, an
+#: earlier use it was kept from, or an all-gather buffer it is still in. Every other part is its own holder.
+HOLDERS = ("own", "prefetched", "kept", "buffers")
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,13 @@ class Part:
     kind: str  #: one of KINDS, e.g. "gathered parameters"
     nbytes: int | Fraction  #: bytes, exact (a Fraction when Ψ/N is not whole)
     reason: str  #: one line a learner can read: "block 3's weights, gathered for its forward: 2 B × 201M"
+    holder: str = "own"  #: one of HOLDERS; stage 3 sets it on the gathered weights it holds for others
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.holder not in HOLDERS:
+            raise ValueError(f"holder must be one of {', '.join(HOLDERS)}, got {self.holder!r}")
         if self.nbytes < 0:
             raise ValueError(f"nbytes of {self.kind} must be ≥ 0, got {self.nbytes}")
 

@@ -16,17 +16,15 @@ from .. import units
 from .step_coordinator import Gathered, replay
 from .step_deepspeed import buckets, hook_gradients
 from .step_knobs import DeepSpeed
-from .step_parts import Part, Phase
+from .step_parts import HOLDERS, Part, Phase
 from .step_rules import FP32, Moments, Parts, Setup, per, share, span
 
 __all__ = ["HOLDERS", "Gathered", "held_by", "holder", "named", "replay", "runs", "zero3"]
 
-#: Who holds a gathered weight, as each part's reason begins: its module (gathered for its own use, the rest),
-#: a prefetch it was copied out of, an earlier use it was kept from, or an all-gather buffer it is still in.
+#: How the reasons of the gathered weights held for others begin (their `Part.holder` says who holds them).
 PREFETCHED = "prefetched (prefetch_bucket_size) and already copied out"
 KEPT = "kept gathered since an earlier use"
 BUFFERS = "all-gather buffers"
-HOLDERS = ("own", "prefetched", "kept", "buffers")
 
 
 def zero3(setup: Setup, fw: DeepSpeed) -> Moments:
@@ -128,6 +126,7 @@ def _gathered(setup: Setup, step: Gathered, which: str, threshold: int) -> Parts
             f"{PREFETCHED}, as the first wait on an all-gather "
             f"copies out all it brought: {named(layers, step.ready, threshold)}: "
             f"{per(w, step.prefetched - step.in_flight)}",
+            "prefetched",
         ),
         Part(
             "gathered parameters",
@@ -135,20 +134,21 @@ def _gathered(setup: Setup, step: Gathered, which: str, threshold: int) -> Parts
             f"{KEPT} (reused within max_reuse_distance, or the prefetcher is "
             f"already past their next use): {named(layers, step.kept_tensors, threshold)}: "
             f"{per(w, step.kept)}",
+            "kept",
         ),
         Part(
             "gathered parameters",
             step.flat * w,
             f"{BUFFERS} ({per(w, step.flat)}), each freed only once every tensor it brought has "
             f"been used, so a tensor copied out of one is held twice until then{still}",
+            "buffers",
         ),
     )
 
 
 def holder(part: Part) -> str:
-    """Which of HOLDERS holds a stage-3 "gathered parameters" part, by how `_gathered` wrote its reason."""
-    starts = {PREFETCHED: "prefetched", KEPT: "kept", BUFFERS: "buffers"}
-    return next((name for start, name in starts.items() if part.reason.startswith(start)), "own")
+    """Which of HOLDERS holds `part` (a stage-3 "gathered parameters" part is set by `_gathered`)."""
+    return part.holder
 
 
 def held_by(phase: Phase) -> dict[str, int]:
